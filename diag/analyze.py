@@ -1,0 +1,134 @@
+"""The pipeline: inputs -> lines -> events -> facts -> rules -> findings -> Report."""
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass
+
+from . import __version__
+from . import facts as facts_mod
+from . import rules as R
+from .clean import Cleaner
+from .detect_version import explicit_version
+from .parse import smi as smi_mod
+from .parse.sglang import LogParser
+from .read import InputError, Opened, iter_lines, open_input
+from .report import Evidence, InputInfo, Report
+from .rank import finalize
+
+SMI_MARKERS = ("NVIDIA-SMI ", "==NVSMI LOG==", "<nvidia_smi_log", "memory.used", "KMD Version")
+SMI_CAPTURE = 400
+
+
+@dataclass
+class Options:
+    sglang_version: str | None = None
+    launch: str | None = None       # a launch command given on the command line
+    model_config: str | None = None
+
+
+def _kind(opened: Opened, forced: str | None) -> str:
+    if forced:
+        return forced
+    head = opened.head.decode(opened.encoding if opened.encoding.startswith("utf") else "utf-8", errors="replace")
+    return "nvidia-smi" if smi_mod.looks_like_smi(head) else "sglang-log"
+
+
+def _read_smi(index: int, opened: Opened, info: InputInfo) -> list:
+    cleaner = Cleaner(light=True)
+    lines = [t for _, t in cleaner.run(iter_lines(opened))]
+    info.lines = len(lines)
+    snap = smi_mod.parse_smi(lines)
+    if snap is None:
+        info.notes.append("no nvidia-smi output recognised in this input")
+        return []
+    return [snap]
+
+
+def _read_log(index: int, opened: Opened, info: InputInfo, matcher: R.LineMatcher,
+              explicit: list[tuple[int, str]], smi_found: list) -> LogParser:
+    cleaner = Cleaner()
+    parser = LogParser(index)
+    capture: list[str] = []
+    capture_start = 0
+    chars = 0
+    for lineno, text in cleaner.run(iter_lines(opened)):
+        chars += len(text) + 1
+        cls = parser.feed(lineno, text)
+        if cls in ("batch", "http", "blank"):
+            continue
+        if matcher.scan(index, lineno, text, parser.last_msg):
+            parser.mark(lineno)
+        if ("glang" in text or "SGLang" in text) and (v := explicit_version(text)):
+            explicit.append((lineno, v))
+        if capture:
+            capture.append(text)
+            if len(capture) >= SMI_CAPTURE:
+                _embedded_smi(capture, capture_start, smi_found)
+                capture = []
+        elif any(m in text for m in SMI_MARKERS):
+            capture, capture_start = [text], lineno
+    if capture:
+        _embedded_smi(capture, capture_start, smi_found)
+    parser.finish()
+    info.lines = cleaner.info.dropped + parser.lines + cleaner.info.joined
+    if info.bytes == 0:
+        info.bytes = chars
+    if cleaner.info.removed:
+        info.notes.append("removed: " + ", ".join(cleaner.info.removed))
+    if cleaner.info.joined:
+        info.notes.append(f"joined {cleaner.info.joined} line(s) the paste had wrapped at {cleaner.info.wrap_width} characters")
+    return parser
+
+
+def _embedded_smi(lines: list[str], start: int, out: list) -> None:
+    for a, b in smi_mod.find_smi_blocks(lines):
+        snap = smi_mod.parse_smi(lines[a:b], start_line=start + a)
+        if snap is not None and (snap.gpus or snap.processes):
+            out.append(snap)
+
+
+def analyze(paths: list[str], smi_paths: list[str] | None = None, options: Options | None = None) -> Report:
+    """Raise InputError for an input that cannot be read at all."""
+    options = options or Options()
+    rules = R.load_rules()
+    matcher = R.LineMatcher(rules)
+    inputs: list[InputInfo] = []
+    parsers: list[LogParser] = []
+    snapshots: list = []
+    explicit: list[tuple[int, str]] = []
+    jobs = [(p, None) for p in paths] + [(p, "nvidia-smi") for p in (smi_paths or [])]
+    for index, (path, forced) in enumerate(jobs):
+        opened = open_input(path)
+        kind = _kind(opened, forced)
+        info = InputInfo(path=opened.name, kind=kind, bytes=opened.size or 0, notes=list(opened.notes))
+        inputs.append(info)
+        if kind == "nvidia-smi":
+            snapshots.extend(_read_smi(index, opened, info))
+        else:
+            parsers.append(_read_log(index, opened, info, matcher, explicit, snapshots))
+            if parsers[-1].prefixed_lines == 0 and not parsers[-1].events and parsers[-1].content_lines:
+                info.kind = "unknown"
+        info.notes.extend(n for n in opened.notes if n not in info.notes)
+        _close(opened)
+    f = facts_mod.build(parsers, snapshots, explicit, options.sglang_version, options.launch)
+    findings = []
+    for rule in rules:
+        ctx = R.evaluate(rule, matcher, f)
+        if ctx is not None:
+            findings.append(ctx)
+    report = Report(status="clean", inputs=inputs, findings=[], facts=f.to_json(), tool_version=__version__,
+                    generated_at=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    finalize(report, findings, f)
+    report.extras["facts"] = f
+    return report
+
+
+def _close(opened: Opened) -> None:
+    try:
+        if opened.name != "<stdin>":
+            opened.stream.close()
+    except Exception:  # closing a half-read compressed stream can raise; nothing to do
+        pass
+
+
+__all__ = ["analyze", "Options", "InputError", "Evidence"]

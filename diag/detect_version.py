@@ -1,0 +1,84 @@
+"""Which SGLang version wrote this log: named outright, or narrowed by message templates.
+
+Each template row says in which examined versions SGLang prints that wording
+(../shared/reference/sglang-logs.md and sglang-errors.md); several rows intersect.
+"""
+from __future__ import annotations
+
+import re
+
+from .versions import VersionRange
+
+EXPLICIT = re.compile(
+    r"\bsglang(?![-_](?:router|kernel|diffusion))(?:==|[-_ ]?v|:v|[-_ ]|\s+version[:=]?\s*|\s+v)"
+    r"(\d+\.\d+\.\d+(?:\.?post\d+|rc\d+)?)(?![\d.])", re.IGNORECASE)
+
+# (regex over a log line, lowest version, highest version, what the wording is)
+TEMPLATES: list[tuple[re.Pattern, str | None, str | None, str]] = [
+    (re.compile(r"Load weight end\. elapsed=.*dtype="), "0.5.9", "0.5.9", "Load weight end with elapsed= and dtype="),
+    (re.compile(r"Load weight end\. elapsed=(?!.*dtype=)"), "0.5.10", None, "Load weight end with elapsed= and no dtype"),
+    (re.compile(r"Load weight end\. type=.*dtype="), None, "0.5.8.post1", "Load weight end without elapsed="),
+    (re.compile(r"Init torch distributed ends\. elapsed="), "0.5.9", "0.5.19", "Init torch distributed ends with elapsed="),
+    (re.compile(r"Init torch distributed ends\. mem usage="), None, "0.5.8.post1", "Init torch distributed ends without elapsed="),
+    (re.compile(r"Memory baseline taken\.|Init parallel begin\."), "0.5.23", None, "Init parallel / Memory baseline lines"),
+    (re.compile(r"^(?:\[[^\]]*\] )?KV Cache is allocated\. dtype:"), "0.5.13", None, "KV Cache is allocated. dtype:"),
+    (re.compile(r"^(?:\[[^\]]*\] )?KV Cache is allocated\. #tokens:"), None, "0.5.12", "KV Cache is allocated. #tokens:"),
+    (re.compile(r"(?:Full|SWA) KV Cache is allocated"), "0.5.19", None, "labelled KV Cache line"),
+    (re.compile(r"Capture cuda graph begin\. This can take up to several minutes"), None, "0.5.13", "Capture cuda graph begin. This can take…"),
+    (re.compile(r"Capture (?:target|draft) (?:decode|verify|prefill|extend) CUDA graph"), "0.5.14", None, "Capture target/draft … CUDA graph"),
+    (re.compile(r"num_tokens_per_bs="), "0.5.14", "0.5.14", "num_tokens_per_bs="),
+    (re.compile(r"server_args=ServerArgs\("), None, "0.5.14", "server_args=ServerArgs(…)"),
+    (re.compile(r"server_args=\{"), "0.5.19", None, "server_args={…}"),
+    (re.compile(r"Current value: self\.server_args\.mem_fraction_static="), "0.5.4.post3", "0.5.9", "Not enough memory … self.server_args.mem_fraction_static="),
+    (re.compile(r"Current value: mem_fraction_static="), "0.5.10", None, "Not enough memory … mem_fraction_static="),
+    (re.compile(r"Loaded weights leave no GPU memory for the KV cache"), "0.5.14", None, "Loaded weights leave no GPU memory…"),
+    (re.compile(r"is not compatible with radix cache when using --mamba-scheduler-strategy no_buffer"), "0.5.10", "0.5.13", "spec + radix + no_buffer ValueError"),
+    (re.compile(r"Decode out of memory happened"), None, "0.4.6.post5", "Decode out of memory happened"),
+    (re.compile(r"#new_tokens_gained"), "0.5.7", None, "Retract … #new_tokens_gained"),
+    (re.compile(r"Retract requests\. #retracted_reqs: \d+, #new_token_ratio"), "0.4.10.post2", "0.5.6.post2", "Retract … without #new_tokens_gained"),
+    (re.compile(r"(?:Decode|Prefill) batch\. #"), None, "0.4.10.post2", "Decode/Prefill batch. (period)"),
+    (re.compile(r"(?:Decode|Prefill) batch(?: \[\d+\])?, #"), "0.5.4.post3", None, "Decode/Prefill batch, (comma)"),
+    (re.compile(r"Watchdog timeout \(self\.watchdog_timeout=\d+(?:\.\d+)?\)"), None, "0.5.6.post2", "Watchdog timeout (self.watchdog_timeout=…)"),
+    (re.compile(r"watchdog timeout \(self\.watchdog_timeout=.*self\.soft="), "0.5.8.post1", None, "… watchdog timeout (…, self.soft=…)"),
+    (re.compile(r"Rank \d+ scheduler is dead"), None, "0.5.9", "Rank N scheduler is dead"),
+    (re.compile(r"scheduler died during initialization \(exit code"), "0.5.10", None, "scheduler died during initialization"),
+    (re.compile(r"SIGQUIT received\. signum="), "0.5.4.post3", None, "SIGQUIT received. signum="),
+    (re.compile(r"Mamba Cache is allocated"), "0.5.4.post3", None, "Mamba Cache is allocated"),
+    (re.compile(r"Not enough GPU memory for hybrid \(mamba/linear-attention\) state cache"), "0.5.13", None, "Not enough GPU memory for hybrid state cache"),
+    (re.compile(r"is deprecated and will be removed in a future release\. Use"), "0.5.14", None, "deprecation warning of 0.5.14+"),
+    (re.compile(r"^\[(?:gpu_id|gpu)=\d+\]"), None, "0.3.99", "[gpu_id=N] line prefix (0.2/0.3 era)"),
+    (re.compile(r"^sglang serve: error:"), "0.5.10", None, "argparse prog 'sglang serve'"),
+    (re.compile(r"^launch_server\.py: error:"), None, "0.5.9", "argparse prog launch_server.py"),
+]
+
+
+def explicit_version(text: str) -> str | None:
+    m = EXPLICIT.search(text)
+    return m[1] if m else None
+
+
+def template_ranges(text: str) -> list[VersionRange]:
+    out = []
+    for pattern, low, high, desc in TEMPLATES:
+        if pattern.search(text):
+            out.append(VersionRange(low=low, high=high, source=desc))
+    return out
+
+
+def combine(explicit: list[tuple[int, str]], ranges: list[tuple[int, VersionRange]]) -> tuple[VersionRange, list[int], str]:
+    """The version the evidence supports, the lines that show it, and a note on conflicts."""
+    if explicit:
+        line, v = explicit[0]
+        return VersionRange(exact=v, source=f"named on line {line}"), [line], ""
+    result: VersionRange | None = None
+    lines: list[int] = []
+    dropped = []
+    for line, r in ranges:
+        nxt = r if result is None else result.intersect(r)
+        if nxt is None:
+            dropped.append(r.source)
+            continue
+        result = nxt
+        lines.append(line)
+    note = f"ignored template evidence that contradicts the rest: {', '.join(dropped)}" if dropped else ""
+    return (result or VersionRange()), lines, note

@@ -1,0 +1,443 @@
+"""All inputs -> one Facts object: versions, flags, model, GPUs, memory readings, failures."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from . import detect_version as DV
+from . import flags as F
+from . import phase as P
+from .events import Event
+from .launch import LaunchCommand, parse_launch, server_args_to_flags, split_command
+from .parse.sglang import BatchSeries, LogParser
+from .versions import VersionRange
+
+HYBRID_ARCH = re.compile(r"Qwen3Next|Qwen3_5|NemotronH|FalconH1|KimiLinear|Jamba|Mamba|GraniteMoeHybrid|Lfm2|Plamo2|MiniMaxText01")
+ENV_EXPORT = re.compile(r"^(?:export\s+)?([A-Z][A-Z0-9_]{2,})=(\S*)\s*$")
+
+
+@dataclass
+class OomInfo:
+    event: Event
+    phase: str | None
+    basis: str
+    confidence: float
+    notes: list[str]
+    other_gib: float = 0.0          # memory held by other processes on that GPU
+    other_pids: list[dict] = field(default_factory=list)
+
+
+@dataclass
+class Facts:
+    version: VersionRange = field(default_factory=VersionRange)
+    version_lines: list[int] = field(default_factory=list)
+    version_note: str = ""
+    catalog: F.Catalog | None = None
+    launch: LaunchCommand | None = None
+    launch_event: Event | None = None
+    server_args: dict = field(default_factory=dict)
+    server_args_event: Event | None = None
+    flags: dict = field(default_factory=dict)          # effective flags, this version's names
+    env: dict = field(default_factory=dict)
+    model_path: str | None = None
+    architecture: str | None = None
+    model: object = None                               # knowledge.ModelSpec
+    gpu: object = None                                 # knowledge.GpuSpec
+    gpu_total_gib: float | None = None
+    gpus: list[dict] = field(default_factory=list)
+    gpu_processes: list[dict] = field(default_factory=list)
+    driver_version: str | None = None
+    cuda_version: str | None = None
+    components: dict = field(default_factory=dict)     # nccl, torch ... versions
+    events: list[Event] = field(default_factory=list)
+    milestones: list[Event] = field(default_factory=list)
+    batches: list[BatchSeries] = field(default_factory=list)
+    ooms: list[OomInfo] = field(default_factory=list)
+    readings: dict = field(default_factory=dict)
+    state: str = "unknown"
+    failure_line: int | None = None
+    failure_phase: P.PhaseGuess | None = None
+    fragment: list[str] = field(default_factory=list)  # why the input looks like a piece of a log
+    smi: list = field(default_factory=list)            # SmiSnapshot objects
+    http: dict = field(default_factory=dict)
+    context: dict = field(default_factory=dict)        # (input, line) -> text kept for evidence windows
+    lines_total: int = 0
+    content_lines: int = 0
+    sglang_lines: int = 0
+    nohup_only: bool = False
+    values: dict = field(default_factory=dict)         # flat facts that rule conditions read
+
+    # -- helpers used by rules and remedies --------------------------------------
+    def flag(self, *names: str, default=None):
+        for n in names:
+            if n in self.flags:
+                return self.flags[n]
+        return default
+
+    def first(self, kind: str, **where) -> Event | None:
+        for e in self.events:
+            if e.kind == kind and all(e.data.get(k) == v for k, v in where.items()):
+                return e
+        return None
+
+    def of_kind(self, *kinds: str) -> list[Event]:
+        return [e for e in self.events if e.kind in kinds]
+
+    def to_json(self) -> dict:
+        out = {
+            "sglang_version": self.version.exact or (self.version.describe() if self.version.describe() != "unknown" else None),
+            "sglang_version_basis": self.version.source or None,
+            "flags_checked_against": self.catalog.label if self.catalog else None,
+            "launch_flags": {k: (v if isinstance(v, (str, int, float, bool)) or v is None else str(v)) for k, v in self.flags.items()},
+            "env": self.env,
+            "driver_version": self.driver_version,
+            "cuda_version": self.cuda_version,
+            "gpus": self.gpus,
+            "gpu_processes": self.gpu_processes,
+            "model": self.model_path,
+            "architecture": self.architecture,
+            "state": self.state,
+        }
+        if self.failure_phase and self.failure_phase.phase:
+            out["failure_phase"] = self.failure_phase.phase
+        if self.readings:
+            out["memory_readings"] = self.readings
+        if self.components:
+            out["components"] = self.components
+        return out
+
+
+def _as_bool(v) -> bool:
+    return v is True or (isinstance(v, str) and v.lower() in ("1", "true", "yes"))
+
+
+def build(parsers: list[LogParser], smi_snapshots: list, explicit_versions: list[tuple[int, str]],
+          sglang_version: str | None = None, launch_text: str | None = None) -> Facts:
+    f = Facts()
+    for p in parsers:
+        f.events.extend(p.events)
+        f.batches.append(p.batches)
+        f.context.update({(p.input, n): t for n, t in p.context.items()})
+        f.lines_total += p.lines
+        f.content_lines += p.content_lines
+        f.sglang_lines += p.prefixed_lines + sum(1 for e in p.events if e.kind != "exception") + len(p.batches)
+        for k, v in p.http.items():
+            if k != "last_line":
+                f.http[k] = f.http.get(k, 0) + (v or 0)
+    f.events.sort(key=lambda e: (e.input, e.line))
+    f.milestones = [e for e in f.events if e.kind == "milestone"]
+    f.smi = smi_snapshots
+    _versions(f, parsers, explicit_versions, sglang_version)
+    _flags(f, launch_text)
+    _environment(f)
+    _model(f)
+    _readings(f)
+    _failures(f)
+    _state(f, parsers)
+    _values(f)
+    return f
+
+
+def _versions(f: Facts, parsers, explicit, override) -> None:
+    if override:
+        f.version = VersionRange(exact=override, source="--sglang-version")
+    else:
+        ranges = []
+        texts = [(e.line, e.text) for e in f.events if e.text]
+        texts += [(e.line, e.data.get("message", "")) for e in f.events if e.kind in ("exception", "argparse")]
+        for p in parsers:
+            if len(p.batches):
+                texts.append((p.batches.line[0], p.context.get(p.batches.line[0], "")))
+        for line, text in texts:
+            for r in DV.template_ranges(text):
+                ranges.append((line, r))
+        f.version, f.version_lines, f.version_note = DV.combine(explicit, ranges)
+    f.catalog = F.for_version(f.version if f.version.describe() != "unknown" else None)
+    for e in f.events:
+        if e.kind == "version":
+            f.components[e.data["component"]] = e.data["version"]
+
+
+def _flags(f: Facts, launch_text: str | None) -> None:
+    cat = f.catalog
+    sa = next((e for e in f.events if e.kind == "server_args" and e.data.get("fields")), None)
+    if sa:
+        f.server_args, f.server_args_event = sa.data["fields"], sa
+        f.flags.update(server_args_to_flags(sa.data["fields"], cat))
+    launches = [e for e in f.events if e.kind == "launch"]
+    text = launch_text or (launches[0].data["command"] if launches else None)
+    if text:
+        cmd = parse_launch(text, cat)
+        if cmd.flags or cmd.problems:
+            f.launch = cmd
+            f.launch_event = launches[0] if (launches and not launch_text) else None
+            f.flags.update(cmd.flags)
+            f.env.update(cmd.env)
+
+
+def _environment(f: Facts) -> None:
+    for e in f.events:
+        for m in re.finditer(r"os\.environ\.get\('(\w+)'\)='([^']*)'", e.data.get("message", "")):
+            f.env.setdefault(m[1], m[2])
+
+
+def _model(f: Facts) -> None:
+    f.model_path = f.flag("--model-path") if isinstance(f.flag("--model-path"), str) else None
+    load_end = next((m for m in f.milestones if m.data.get("phase") == "load_end" and m.data.get("model_class")), None)
+    if load_end:
+        f.architecture = load_end.data["model_class"]
+    else:
+        for e in f.events:
+            m = re.search(r"\b([A-Z]\w+(?:ForCausalLM|ForConditionalGeneration))\b", e.data.get("message", "") or "")
+            if m and "not supported" not in e.data.get("message", ""):
+                f.architecture = m[1]
+                break
+    for s in f.smi:
+        f.gpus.extend(s.gpus_facts())
+        f.gpu_processes.extend(s.processes_facts())
+        f.driver_version = f.driver_version or s.driver_version
+        f.cuda_version = f.cuda_version or s.cuda_version
+    f.gpu_total_gib = next((o.data["total_gib"] for o in f.of_kind("oom") if o.data.get("total_gib")), None)
+    try:
+        from . import knowledge
+    except ImportError:  # the model/GPU catalog is optional for the analysis
+        return
+    f.model = knowledge.find_model(f.model_path, f.architecture) if (f.model_path or f.architecture) else None
+    name = next((g["name"] for g in f.gpus if g.get("name") and g["name"] != "ERR!"), None)
+    mib = next((g["memory_total_mib"] for g in f.gpus if g.get("memory_total_mib")), None)
+    if mib is None and f.gpu_total_gib:
+        mib = int(f.gpu_total_gib * 1024)
+    f.gpu = knowledge.find_gpu(name, mib) if (name or mib) else None
+
+
+def _readings(f: Facts) -> None:
+    """The memory figures SGLang printed, from the first rank that printed them (TP0 when present)."""
+    ms = f.milestones
+    if not ms:
+        return
+    ranks = [m.rank for m in ms]
+    pick = "TP0" if "TP0" in ranks else next((r for r in ranks if r and r.endswith("TP0")), ranks[0])
+    mine = [m for m in ms if m.rank == pick] or ms
+    r: dict = {}
+
+    def first(phase: str) -> Event | None:
+        return next((m for m in mine if m.data.get("phase") == phase), None)
+
+    if (m := first("load_begin")) and m.data.get("avail_gib") is not None:
+        r["pre_load_free_gib"] = m.data["avail_gib"]
+    loads = [m for m in mine if m.data.get("phase") == "load_end"]
+    if loads:
+        if loads[0].data.get("avail_gib") is not None:
+            r["after_load_free_gib"] = loads[0].data["avail_gib"]
+        if loads[0].data.get("usage_gib") is not None:
+            r["weights_gib"] = loads[0].data["usage_gib"]
+        if len(loads) > 1 and loads[1].data.get("usage_gib") is not None:
+            r["draft_weights_gib"] = loads[1].data["usage_gib"]
+    if (m := first("kv_alloc")):
+        d = m.data
+        r.update({k: v for k, v in (("kv_tokens", d.get("tokens")), ("k_size_gib", d.get("k_gib")), ("v_size_gib", d.get("v_gib")),
+                                    ("kv_size_gib", d.get("kv_gib")), ("kv_dtype", d.get("dtype"))) if v is not None})
+    if (m := first("swa_split")):
+        r["swa_tokens"] = m.data.get("swa_tokens")
+    if (m := first("mamba_alloc")):
+        d = m.data
+        r.update({"mamba_cache_size": d["size"], "conv_state_gib": d["conv_gib"], "ssm_state_gib": d["ssm_gib"]})
+        if d.get("inter_ssm_gib") is not None:
+            r["intermediate_ssm_gib"] = d["inter_ssm_gib"]
+            r["intermediate_conv_gib"] = d["inter_conv_gib"]
+    if (m := first("pool_end")) and m.data.get("avail_gib") is not None:
+        r["pool_end_avail_gib"] = m.data["avail_gib"]
+    if (m := first("graph_begin")) and m.data.get("avail_gib") is not None:
+        r["graph_begin_avail_gib"] = m.data["avail_gib"]
+    if (m := first("graph_end")):
+        if m.data.get("avail_gib") is not None:
+            r["graph_end_avail_gib"] = m.data["avail_gib"]
+        if m.data.get("usage_gib") is not None:
+            r["graph_mem_gib"] = m.data["usage_gib"]
+    cap = next((e for e in f.events if e.kind == "capacity"), None)
+    if cap:
+        for key, name in (("max_total_num_tokens", "max_total_num_tokens"), ("max_running_requests", "max_running_requests"),
+                          ("context_len", "context_len"), ("available_gpu_mem", "available_gpu_mem_gib")):
+            if key in cap.data:
+                r[name] = cap.data[key]
+    f.readings = r
+
+
+def _failures(f: Facts) -> None:
+    spec = bool(f.flag("--speculative-algorithm"))
+    failures = [e for e in f.events if e.kind in ("exception", "oom", "argparse", "signal", "watchdog", "retract")
+                or (e.kind == "error" and e.data.get("source") != "traceback-header")]
+    first_fail = failures[0] if failures else None
+    if first_fail:
+        f.failure_line = first_fail.line
+    for o in f.of_kind("oom"):
+        f.ooms.append(_oom_info(f, o, spec))
+    target = f.ooms[0].event if f.ooms else first_fail
+    if target is None:
+        return
+    if f.ooms:
+        oi = f.ooms[0]
+        f.failure_phase = P.PhaseGuess(oi.phase, oi.basis, oi.confidence, oi.notes, target.line)
+        return
+    frames = target.data.get("frames") or []
+    phase = P.from_frames(frames)
+    if phase:
+        f.failure_phase = P.PhaseGuess(phase, "frames", 0.8, [], target.line)
+        return
+    phase, ms = P.from_milestones(f.milestones, target.line, target.rank, spec, _batch_phase(f, target.line))
+    f.failure_phase = P.PhaseGuess(phase, "milestones" if phase else "none", 0.7 if phase else 0.3, [], ms.line if ms else None)
+
+
+def _batch_phase(f: Facts, before_line: int) -> str | None:
+    """'prefill' or 'decode' from the last batch line before a failure, when the server was serving."""
+    best = None
+    for b in f.batches:
+        for i in range(len(b) - 1, -1, -1):
+            if b.line[i] <= before_line:
+                best = "decode" if b.kind[i] == 1 else "prefill"
+                break
+    return best
+
+
+def _oom_info(f: Facts, o: Event, spec: bool) -> OomInfo:
+    d = o.data
+    msg = d.get("message", "")
+    notes: list[str] = []
+    other, others = 0.0, []
+    procs = d.get("processes") or []
+    if d.get("this_process_gib") is not None and procs:
+        others = procs
+        other = sum(p["used_gib"] for p in procs)
+    elif len(procs) > 1:
+        biggest = max(procs, key=lambda p: p["used_gib"])
+        others = [p for p in procs if p is not biggest]
+        other = sum(p["used_gib"] for p in others)
+        notes.append(f"PyTorch names every process by PID (a container's PID namespace); PID {biggest['pid']} is taken to be this server")
+    # phase: message wording, frames, milestones, numbers
+    if re.search(r"Capture (?:cuda|CUDA) graph failed|Capture prefill CUDA graph failed", msg):
+        guess = P.PhaseGuess("cuda_graph", "message", 0.9)
+        if "draft" in " ".join(fr.file for fr in d.get("frames") or []):
+            guess = P.PhaseGuess("draft", "message", 0.9)
+    elif msg.startswith("Prefill out of memory"):
+        guess = P.PhaseGuess("prefill", "message", 0.9)
+    elif msg.startswith("Decode out of memory"):
+        guess = P.PhaseGuess("decode", "message", 0.9)
+    elif (ph := P.from_frames(d.get("frames") or [])):
+        guess = P.PhaseGuess(ph, "frames", 0.9)
+    else:
+        ph, ms = P.from_milestones(f.milestones, o.line, o.rank, spec, _batch_phase(f, o.line))
+        if ph:
+            guess = P.PhaseGuess(ph, "milestones", 0.75, [f"the last start-up step printed before it was line {ms.line}"] if ms else
+                                 ["the server was already serving batches"], ms.line if ms else None)
+        else:
+            guess = P.from_oom_numbers(d)
+    return OomInfo(o, guess.phase, guess.basis, guess.confidence, notes + guess.notes, other, others)
+
+
+def _state(f: Facts, parsers) -> None:
+    phases = {m.data.get("phase") for m in f.milestones}
+    if f.content_lines == 0:
+        f.state = "empty"
+    elif all(e.kind == "nohup" for e in f.events) and f.events and f.content_lines == len(f.events):
+        f.state = "nohup_only"
+        f.nohup_only = True
+    elif f.failure_line is not None:
+        f.state = "failed"
+    elif any(len(b) for b in f.batches) or f.http.get("count"):
+        f.state = "serving"
+    elif "ready" in phases:
+        f.state = "ready"
+    elif phases:
+        f.state = "startup_incomplete"
+    elif f.sglang_lines == 0:
+        f.state = "not_sglang"
+    else:
+        f.state = "no_failure_seen"
+    # does the paste look like a piece of a longer log?
+    for e in f.events:
+        if e.kind == "exception" and e.data.get("partial_head") and e.data.get("has_traceback"):
+            f.fragment.append(f"line {e.data.get('tb_start') or e.line}: the paste starts inside a traceback")
+            break
+    for e in f.events:
+        if e.kind == "exception" and e.data.get("partial_tail"):
+            f.fragment.append(f"line {e.line}: a traceback is cut before its exception line")
+            break
+    for p in parsers:
+        last = p.last_line_text.rstrip()
+        if last and re.search(r"[A-Za-z]$", last) and len(last) > 40 and not last.endswith((".", ":", ")", "!")) \
+                and re.search(r"(?:Error|error|memory|GiB|fa|the|is)\b|\w{2,}$", last) and _cut_word(last):
+            f.fragment.append("the last line ends mid-word or mid-sentence (cut when pasted)")
+            break
+
+
+def _cut_word(text: str) -> bool:
+    tail = text.split()[-1] if text.split() else ""
+    return tail.isalpha() and len(tail) <= 3 or text.endswith((" a", " the", " fa", " of"))
+
+
+def _values(f: Facts) -> None:
+    arch = f.architecture or (getattr(f.model, "architecture", None) if f.model else None) or ""
+    hybrid = bool(HYBRID_ARCH.search(arch)) or bool(getattr(f.model, "linear_attention", None))
+    strategy = f.flag("--mamba-scheduler-strategy", "--mamba-radix-cache-strategy")
+    v = f.values
+    v["state"] = f.state
+    v["failure_phase"] = f.failure_phase.phase if f.failure_phase else None
+    v["oom.phase"] = f.ooms[0].phase if f.ooms else None
+    v["oom.other_gib"] = max((o.other_gib for o in f.ooms), default=0.0)
+    v["oom.total_gib"] = f.ooms[0].event.data.get("total_gib") if f.ooms else None
+    v["spec"] = bool(f.flag("--speculative-algorithm"))
+    v["hybrid_mamba"] = hybrid
+    v["mamba_strategy"] = strategy
+    v["radix_disabled"] = _as_bool(f.flag("--disable-radix-cache"))
+    v["version.known"] = f.version.describe() != "unknown"
+    v["fragment"] = bool(f.fragment)
+    v["smi"] = bool(f.smi)
+    v["sglang_lines"] = f.sglang_lines
+    v["content_lines"] = f.content_lines
+    topk = f.flag("--speculative-eagle-topk")
+    try:
+        v["spec.topk"] = int(topk) if topk is not None else None
+    except (TypeError, ValueError):
+        v["spec.topk"] = None
+    v["spec.topk_error"] = any("only supports topk = 1" in (e.data.get("message") or "") or "topk > 1" in (e.data.get("message") or "")
+                               for e in f.events)
+    v["nccl_in_crash"] = any(("nccl" in t.lower()) for (_, n), t in f.context.items()
+                             if f.failure_line is not None and abs(n - f.failure_line) <= 12)
+    v["cut_forward"] = _cut_forward(f)
+    other = _smi_other(f)
+    v["smi.other"] = other
+    v["smi.other_mib"] = sum(p["used_mib"] for p in other)
+    from .lint import lint_facts
+    breaking, conflicts = lint_facts(f)
+    v["launch.unknown"] = breaking
+    v["launch.conflicts"] = conflicts
+
+
+def _cut_forward(f: Facts) -> str | None:
+    """'prefill'/'decode' when a traceback is cut inside a forward pass and no exception line follows."""
+    cut = [e for e in f.events if e.kind == "exception" and e.data.get("partial_tail")]
+    typed = [e for e in f.events if e.kind == "exception" and e.data.get("type")]
+    if not cut or typed:
+        return None
+    frames = cut[-1].data.get("frames") or []
+    phase = P.from_frames(frames)
+    if phase in ("prefill", "decode"):
+        return phase
+    if any(fr.func in ("forward", "_forward_raw", "forward_batch_generation") for fr in frames):
+        return "prefill"
+    return None
+
+
+def _smi_other(f: Facts) -> list[dict]:
+    """Processes on a GPU besides the largest one (the server), from an nvidia-smi snapshot."""
+    by_gpu: dict = {}
+    for p in f.gpu_processes:
+        if p.get("used_mib"):
+            by_gpu.setdefault(p.get("gpu"), []).append(p)
+    out = []
+    for procs in by_gpu.values():
+        if len(procs) < 2:
+            continue
+        procs = sorted(procs, key=lambda p: -p["used_mib"])
+        out.extend(p for p in procs[1:] if p["used_mib"] >= 256)
+    return out

@@ -1,0 +1,283 @@
+"""SGLang's command-line flags and environment variables per version (bundled catalog).
+
+A `Catalog` answers for one SGLang version, or for every version a log might come from
+(a range read off message templates): a flag counts as present only when it is present
+in all of them. Suggested fixes go through `Catalog.translate`, which maps renamed flags
+to the spelling of that version and drops flags the version lacks.
+"""
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from . import versions as V
+
+DATA = Path(__file__).parent / "data" / "flags.json"
+
+# Renames whose new form is not a plain flag (value-style replacements, and pairs the
+# catalog records only as help text). old flag -> (new flag, value for the new flag).
+VALUE_RENAMES = {
+    "--disable-cuda-graph": [("--cuda-graph-backend-decode", "disabled"), ("--cuda-graph-backend-prefill", "disabled")],
+    "--disable-piecewise-cuda-graph": [("--cuda-graph-backend-prefill", "disabled")],
+    "--enforce-piecewise-cuda-graph": [("--cuda-graph-backend-prefill", "tc_piecewise")],
+    "--enable-breakable-cuda-graph": [("--cuda-graph-backend-prefill", "breakable")],
+}
+# Plain renames (old -> new), both directions are used. The catalog's replaced_by adds more.
+RENAMES = {
+    "--mamba-scheduler-strategy": "--mamba-radix-cache-strategy",
+    "--cuda-graph-max-bs": "--cuda-graph-max-bs-decode",
+    "--cuda-graph-bs": "--cuda-graph-bs-decode",
+    "--piecewise-cuda-graph-max-tokens": "--cuda-graph-max-bs-prefill",
+    "--piecewise-cuda-graph-tokens": "--cuda-graph-bs-prefill",
+    "--piecewise-cuda-graph-compiler": "--cuda-graph-tc-compiler",
+    "--stream-output": "--incremental-streaming-output",
+    "--nsa-prefill-backend": "--dsa-prefill-backend",
+    "--nsa-decode-backend": "--dsa-decode-backend",
+    "--speculative-dflash-draft-window-size": "--speculative-draft-window-size",
+    "--enable-hierarchical-cache": "--enable-hicache",
+}
+
+
+@lru_cache(maxsize=1)
+def _data() -> dict:
+    return json.loads(DATA.read_text())
+
+
+def catalog_versions() -> list[str]:
+    return list(_data()["versions"])
+
+
+def newest() -> str:
+    return catalog_versions()[-1]
+
+
+@dataclass
+class FlagInfo:
+    name: str
+    type: str | None
+    default: object
+    choices: list[str] | None
+    switch: bool
+    nargs: str | None
+    deprecated: bool
+    replaced_by: str | None
+    help: str
+    negatable: bool = False
+    dest: str | None = None
+
+
+@dataclass
+class Catalog:
+    """The flags of one SGLang version, or the flags common to a set of versions."""
+    versions: list[str]
+    requested: str = "unknown"     # what the log or the user said
+    note: str = ""                 # how the versions were chosen
+    _idx: list[int] = field(default_factory=list, repr=False)
+
+    def __post_init__(self) -> None:
+        all_v = catalog_versions()
+        self._idx = [all_v.index(v) for v in self.versions]
+        self._aliases: dict[str, str] = {}
+        self._dest: dict[str, str] = {}
+        for name, entry in _data()["flags"].items():
+            d = self._def(entry)
+            if d is None:
+                continue
+            for a in d.get("aliases", []):
+                self._aliases.setdefault(a, name)
+            dest = d.get("dest")
+            if dest and not d.get("deprecated"):
+                self._dest.setdefault(dest, name)
+        for name, entry in _data()["flags"].items():
+            d = self._def(entry)
+            if d and d.get("dest") and d["dest"] not in self._dest:
+                self._dest[d["dest"]] = name
+
+    # -- lookups ---------------------------------------------------------------
+    @property
+    def label(self) -> str:
+        if len(self.versions) == 1:
+            return self.versions[0]
+        return f"{self.versions[0]}–{self.versions[-1]}"
+
+    def _def(self, entry: dict) -> dict | None:
+        """The definition valid in every chosen version, or None."""
+        found = None
+        for vi in self._idx:
+            d = next((x["def"] for x in entry["defs"] if x["v"][0] <= vi <= x["v"][1]), None)
+            if d is None:
+                return None
+            found = found or d
+        return found
+
+    def primary(self, name: str) -> str | None:
+        """The catalog name for a flag or one of its aliases, when it exists here."""
+        entry = _data()["flags"].get(name)
+        if entry is not None and self._def(entry) is not None:
+            return name
+        return self._aliases.get(name)
+
+    def has(self, name: str) -> bool:
+        if name.startswith("--no-"):
+            base = self.flag("--" + name[5:])
+            if base and base.negatable:
+                return True
+        return self.primary(name) is not None
+
+    def flag(self, name: str) -> FlagInfo | None:
+        primary = self.primary(name)
+        if primary is None:
+            return None
+        entry = _data()["flags"][primary]
+        d = self._def(entry)
+        return FlagInfo(name=primary, type=d.get("type"), default=d.get("default"), choices=d.get("choices"),
+                        switch=bool(d.get("switch")), nargs=d.get("nargs"), deprecated=bool(d.get("deprecated")),
+                        replaced_by=d.get("replaced_by"), help=entry.get("help", ""),
+                        negatable=bool(d.get("negatable")), dest=d.get("dest"))
+
+    def has_env(self, name: str) -> bool:
+        entry = _data()["env"].get(name)
+        return entry is not None and self._def(entry) is not None
+
+    def env_default(self, name: str) -> object:
+        entry = _data()["env"].get(name)
+        d = self._def(entry) if entry else None
+        return d.get("default") if d else None
+
+    def flag_for_dest(self, dest: str) -> str | None:
+        """ServerArgs field name -> flag name (server_args dumps use field names)."""
+        return self._dest.get(dest)
+
+    def all_flags(self) -> list[str]:
+        names = [n for n, e in _data()["flags"].items() if self._def(e) is not None]
+        return names + [a for a, p in self._aliases.items() if a not in names]
+
+    def abbreviations(self, prefix: str) -> list[str]:
+        """Flags that argparse would accept for an unambiguous prefix (allow_abbrev)."""
+        return sorted(n for n in self.all_flags() if n.startswith(prefix))
+
+    def did_you_mean(self, name: str, limit: int = 3) -> list[str]:
+        """Closest flag names: dash/underscore spelling, renames, then edit distance."""
+        base = name.split("=", 1)[0]
+        candidates = []
+        dashed = "--" + base.lstrip("-").replace("_", "-").lower()
+        if self.has(dashed):
+            candidates.append(self.primary(dashed) or dashed)
+        renamed = self.translate_name(dashed)
+        if renamed and renamed not in candidates:
+            candidates.append(renamed)
+        pool = self.all_flags()
+        for c in difflib.get_close_matches(dashed, pool, n=limit, cutoff=0.75):
+            if c not in candidates:
+                candidates.append(c)
+        return candidates[:limit]
+
+    # -- renames ---------------------------------------------------------------
+    def _rename_graph(self) -> dict[str, set[str]]:
+        graph: dict[str, set[str]] = {}
+
+        def link(a: str, b: str) -> None:
+            graph.setdefault(a, set()).add(b)
+            graph.setdefault(b, set()).add(a)
+
+        for old, new in RENAMES.items():
+            link(old, new)
+        for name, entry in _data()["flags"].items():
+            for x in entry["defs"]:
+                rb = x["def"].get("replaced_by")
+                if rb and rb.startswith("--") and " " not in rb and "{" not in rb:
+                    link(name, rb)
+        return graph
+
+    def translate_name(self, name: str) -> str | None:
+        """This version's spelling of a flag (itself, a renamed form, or None)."""
+        info = self.flag(name)
+        if info and not info.deprecated:
+            return info.name
+        graph = self._rename_graph()
+        seen, todo = {name}, [name]
+        while todo:
+            cur = todo.pop()
+            for nxt in graph.get(cur, ()):
+                if nxt in seen:
+                    continue
+                seen.add(nxt)
+                nxt_info = self.flag(nxt)
+                if nxt_info and not nxt_info.deprecated:
+                    return nxt_info.name
+                todo.append(nxt)
+        return info.name if info else None
+
+    def translate(self, name: str, value: str | None) -> list[tuple[str, str | None]]:
+        """[(flag, value)] spelled for this version; [] when the version has no equivalent."""
+        spelled = self.translate_name(name)
+        if spelled and not self.flag(spelled).deprecated:
+            return [(spelled, value)]
+        for old, targets in VALUE_RENAMES.items():
+            if name == old:
+                out = [(t, v) for t, v in targets if self.has(t)]
+                if out:
+                    return out
+            for t, v in targets:
+                if name == t and value == v and self.has(old):
+                    return [(old, None)]
+        return [(spelled, value)] if spelled else []  # deprecated but still accepted
+
+    # -- values ----------------------------------------------------------------
+    def check_value(self, name: str, value: str | None) -> str | None:
+        """A problem with this value for this flag, argparse-style, or None."""
+        info = self.flag(name)
+        if info is None or info.switch or value is None:
+            return None
+        values = value.split() if info.nargs in ("+", "*") else [value]
+        for v in values:
+            if info.choices and v not in info.choices:
+                return f"invalid choice: {v!r} (choose from {', '.join(repr(c) for c in info.choices)})"
+            if info.type == "int":
+                try:
+                    int(v)
+                except ValueError:
+                    return f"invalid int value: {v!r}"
+            if info.type == "float":
+                try:
+                    float(v)
+                except ValueError:
+                    return f"invalid float value: {v!r}"
+        return None
+
+
+def _versions_in(rng: V.VersionRange) -> list[str]:
+    return [v for v in catalog_versions() if rng.contains(v)]
+
+
+def for_version(version: str | V.VersionRange | None) -> Catalog:
+    """The catalog to check fixes against, with a note on how it was chosen."""
+    all_v = catalog_versions()
+    if version is None or (isinstance(version, V.VersionRange) and version.describe() == "unknown"):
+        return Catalog([all_v[-1]], "unknown", f"SGLang version not found in the input; flags checked against the newest catalog ({all_v[-1]})")
+    if isinstance(version, V.VersionRange) and not version.exact:
+        inside = _versions_in(version)
+        if inside:
+            return Catalog(inside, version.describe(),
+                           f"SGLang version {version.describe()} (from {version.source or 'log templates'}); flags checked against every catalog version in that range")
+        below = [v for v in all_v if version.high and V.key(v) <= V.key(version.high)]
+        pick = below[-1] if below else all_v[-1]
+        return Catalog([pick], version.describe(), f"SGLang version {version.describe()}; nearest catalog version {pick} used")
+    exact = version.exact if isinstance(version, V.VersionRange) else version
+    if exact in all_v:
+        return Catalog([exact], exact, f"SGLang {exact}")
+    k = V.key(exact)
+    older = [v for v in all_v if V.key(v) <= k]
+    newer = [v for v in all_v if V.key(v) > k]
+    if not older:
+        return Catalog([all_v[0]], exact, f"SGLang {exact} is older than the catalog; checked against {all_v[0]}, the oldest examined release")
+    if not newer:
+        return Catalog([older[-1]], exact, f"SGLang {exact}; checked against {older[-1]}, the newest examined release")
+    # same minor release line (0.5.10.post1 -> 0.5.10): that release alone
+    if V.key(older[-1])[:3] == k[:3]:
+        return Catalog([older[-1]], exact, f"SGLang {exact}; checked against the {older[-1]} catalog")
+    pair = [older[-1], newer[0]]
+    return Catalog(pair, exact, f"SGLang {exact} is not in the catalog; flags must exist in both neighbours {pair[0]} and {pair[1]}")

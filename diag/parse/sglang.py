@@ -1,0 +1,524 @@
+"""SGLang server log -> typed events (start-up milestones, memory lines, batches,
+tracebacks, OOM numbers, signals), streamed line by line.
+
+Message templates and the versions that print them: ../shared/reference/sglang-logs.md,
+sglang-errors.md (summarised in the comments below).
+"""
+from __future__ import annotations
+
+import re
+from array import array
+from collections import deque
+from dataclasses import dataclass, field
+
+from ..events import Event, Frame, Traceback
+
+# "[2025-01-06 02:58:11 TP0] msg", "[... .123 DP1 TP5 EP5] msg" (logs §1)
+PREFIX = re.compile(r"^\[(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)((?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP|CP)\d+)*)\]\s?")
+OLD_PREFIX = re.compile(r"^\[(?:gpu_id|gpu|rank|tp_rank)=(\d+)\]\s?")          # 0.2/0.3 era
+RAY_TAG = re.compile(r"^\[(TP\d+)\]\s")                                         # 0.5.23 Ray actor, before logging
+TORCH_RANK = re.compile(r"^\[rank(\d+)\]:\[([EWIF])\d+ [\d:.]+ [^\]]+\]\s?")   # c10 logging
+PY_LOGGING = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[,.]\d+ - (\w+) - ")   # python logging default
+
+FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+), in (\S+)')
+PYSPY_FRAME = re.compile(r"^\s+(\w+) \(([^():]+\.py):(\d+)\)\s*$")
+EXC_LINE = re.compile(
+    r"^((?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Fault|Failure|Warning)|AssertionError|KeyboardInterrupt|StopIteration))"
+    r"(?::\s?(.*))?$")
+CHAIN = ("During handling of the above exception", "The above exception was the direct cause")
+
+NUM = r"(\d+(?:\.\d+)?)"
+RE_LOAD_BEGIN = re.compile(r"Load weight begin\. avail mem=" + NUM + " GB")
+RE_LOAD_END = re.compile(r"Load weight end\.(?: elapsed=" + NUM + r" s,)? type=([\w.]+),(?: dtype=([\w.]+),)?(?: (quant=[^,]+(?:, (?:bits|quant_algo|fmt)=[^,]+)*),)? avail mem=" + NUM + r" GB(?:, mem usage=" + NUM + " GB)?")
+RE_DIST_END = re.compile(r"Init torch distributed ends\.(?: elapsed=" + NUM + r" s,)? mem usage=" + NUM + " GB")
+RE_BASELINE = re.compile(r"Memory baseline taken\. mem usage=" + NUM + " GB")
+RE_MAMBA = re.compile(r"Mamba Cache is allocated\. max_mamba_cache_size: (\d+), conv_state size: " + NUM + r"\s?GB, ssm_state size: " + NUM + r"\s?GB"
+                      r"(?: intermediate_ssm_state_cache size: " + NUM + r"\s?GB intermediate_conv_window_cache size: " + NUM + r"\s?GB)?")
+RE_KV = re.compile(r"(?:(\w+) )?KV Cache (?:is allocated|VA upper bound)\.(?: dtype: ([\w.]+),)? #tokens: (\d+), (?:K size: " + NUM + r" GB, V size: " + NUM + r" GB|KV size: " + NUM + r" GB)")
+RE_SWA = re.compile(r"Use sliding window memory pool(?: \(all SWA\))?\.(?: full_layer_tokens=(\d+),)? swa_layer_tokens=(\d+)")
+RE_POOL_END = re.compile(r"Memory pool end\. avail mem=" + NUM + " GB")
+RE_GRAPH_BEGIN = re.compile(r"Capture (.*?)(?:cuda graph|CUDA graph|cpu graph|npu graph|graph)(?: begin)?\b.*?begin\..*?avail mem=" + NUM + " GB")
+RE_GRAPH_BEGIN_NOMEM = re.compile(r"Capture (.*?)(?:cuda|CUDA|cpu|npu) graph begin\.")
+RE_GRAPH_END = re.compile(r"Capture (.*?)(?:cuda|CUDA|cpu|npu) graph end\..*?(?:Time elapsed: |elapsed=)" + NUM + r" s[.,]?(?: mem usage=" + NUM + r" GB[.,] avail mem=" + NUM + " GB)?")
+RE_GRAPH_BS = re.compile(r"Capture cuda graph bs \[([\d, ]*)")
+RE_CAPACITY = re.compile(r"max_total_num_tokens=(\d+)")
+RE_KV_DTYPE = re.compile(r"Using KV cache dtype: ([\w.]+)")
+RE_HOST_POOL = re.compile(r"Allocating (?:(\w+) hierarchical KV host pool: (\d+) tokens, )?" + NUM + r" GB host memory")
+RE_KV_FULL = re.compile(r"KV cache pool is full\. Retract requests\. #retracted_reqs: (\d+)|Decode out of memory happened\. #retracted_reqs: (\d+)")
+RE_WATCHDOG = re.compile(r"[Ww]atchdog timeout \((?:self\.)?watchdog_timeout=([\d.]+)")
+RE_SIGQUIT = re.compile(r"Received sigquit from a child process|SIGQUIT received\.")
+RE_SCHED_DEAD = re.compile(r"Rank (\d+) scheduler is dead|Rank (\d+) scheduler died during initialization \(exit code: (-?\d+)\)")
+RE_EXIT_CODE = re.compile(r"^Exit code: (-?\d+)")
+RE_NCCL_VER = re.compile(r"sglang is using nccl==([\d.]+)|NCCL version ([\d.]+)")
+RE_ACCESS = re.compile(r'^(?:INFO:\s+)?[\d.:\[\]a-f]*:?\d* ?- "(?:GET|POST|PUT|DELETE|HEAD|OPTIONS) (\S+) HTTP/[\d.]+" (\d{3})')
+RE_ARGPARSE = re.compile(r"^(?:[\w./-]+|sglang serve): error: (.+)$")
+RE_READY = "The server is fired up and ready to roll!"
+RE_UVICORN = re.compile(r"Uvicorn running on (\S+)")
+
+# OOM numbers (PyTorch >= 2.1 wording, and the older parenthesised one)
+UNIT = {"B": 1 / 2**30, "bytes": 1 / 2**30, "KiB": 1 / 2**20, "MiB": 1 / 1024, "GiB": 1.0, "TiB": 1024.0}
+_Q = r"(\d+(?:\.\d+)?) (GiB|MiB|KiB|TiB|B|bytes)"
+OOM_TRIED = re.compile(r"Tried to allocate " + _Q)
+OOM_TOTAL = re.compile(r"GPU (\d+) has a total capacity of " + _Q + " of which " + _Q + " is free")
+OOM_THIS = re.compile(r"this process has " + _Q + " memory in use")
+OOM_PROC = re.compile(r"Process (\d+) has " + _Q + " memory in use")
+OOM_ALLOC = re.compile(r"Of the allocated memory " + _Q + " is allocated by PyTorch")
+OOM_PRIVATE = re.compile(r"with " + _Q + r" allocated in private pools")
+OOM_RESERVED = re.compile(r"and " + _Q + " is reserved by PyTorch but unallocated")
+OOM_OLD = re.compile(r"\(GPU (\d+); " + _Q + r" total capacity; " + _Q + r" already allocated; " + _Q + r" free; " + _Q + " reserved in total by PyTorch\)")
+OOM_WORDS = ("out of memory", "OutOfMemoryError", "OUT_OF_MEMORY", "CUBLAS_STATUS_ALLOC_FAILED", "cudaErrorMemoryAllocation")
+
+
+def gib(value: str, unit: str) -> float:
+    return float(value) * UNIT[unit]
+
+
+def parse_oom_numbers(text: str) -> dict:
+    """Every number a PyTorch OOM message carries, in GiB (None where absent)."""
+    d: dict = {}
+    if m := OOM_TRIED.search(text):
+        d["tried_gib"] = gib(m[1], m[2])
+    if m := OOM_TOTAL.search(text):
+        d["gpu"] = int(m[1])
+        d["total_gib"] = gib(m[2], m[3])
+        d["free_gib"] = gib(m[4], m[5])
+    if m := OOM_THIS.search(text):
+        d["this_process_gib"] = gib(m[1], m[2])
+    procs = [{"pid": int(m[1]), "used_gib": gib(m[2], m[3])} for m in OOM_PROC.finditer(text)]
+    if procs:
+        d["processes"] = procs
+    if m := OOM_ALLOC.search(text):
+        d["allocated_gib"] = gib(m[1], m[2])
+    if m := OOM_PRIVATE.search(text):
+        d["private_pools_gib"] = gib(m[1], m[2])
+    if m := OOM_RESERVED.search(text):
+        d["reserved_unallocated_gib"] = gib(m[1], m[2])
+    if m := OOM_OLD.search(text):
+        d["gpu"] = int(m[1])
+        d["total_gib"] = gib(m[2], m[3])
+        d["allocated_gib"] = gib(m[4], m[5])
+        d["free_gib"] = gib(m[6], m[7])
+        d["reserved_gib"] = gib(m[8], m[9])
+    return d
+
+
+def is_oom_text(text: str) -> bool:
+    return any(w in text for w in OOM_WORDS)
+
+
+@dataclass
+class BatchSeries:
+    """Prefill/decode statistics of one rank, as columns (cheap for millions of lines)."""
+    rank: str | None = None
+    kind: array = field(default_factory=lambda: array("b"))      # 0 prefill, 1 decode
+    line: array = field(default_factory=lambda: array("l"))
+    ts: array = field(default_factory=lambda: array("d"))        # seconds since epoch, nan when absent
+    running: array = field(default_factory=lambda: array("d"))
+    queue: array = field(default_factory=lambda: array("d"))
+    usage: array = field(default_factory=lambda: array("d"))     # token usage (full pool for hybrids)
+    tokens: array = field(default_factory=lambda: array("d"))    # #token / #new-token
+    throughput: array = field(default_factory=lambda: array("d"))
+    mamba_usage: array = field(default_factory=lambda: array("d"))
+    accept_len: array = field(default_factory=lambda: array("d"))
+
+    def __len__(self) -> int:
+        return len(self.kind)
+
+
+NAN = float("nan")
+_KEYVAL = re.compile(r"(#?[A-Za-z][\w ()/.-]*?): (-?\d+(?:\.\d+)?|True|False)")
+
+
+def _ts_seconds(ts: str | None) -> float:
+    if not ts:
+        return NAN
+    try:  # "2025-01-06 02:58:11(.123)" -> seconds; days via a simple day count is enough for ordering/durations
+        y, mo, d = int(ts[0:4]), int(ts[5:7]), int(ts[8:10])
+        h, mi, s = int(ts[11:13]), int(ts[14:16]), float(ts[17:].replace(",", ".") or 0)
+    except ValueError:
+        return NAN
+    import datetime
+    return datetime.datetime(y, mo, d, tzinfo=datetime.timezone.utc).timestamp() + h * 3600 + mi * 60 + s
+
+
+class LogParser:
+    """Feed (line number, cleaned text); read events, tracebacks, batches, context afterwards."""
+
+    CONTEXT_BEFORE = 12
+    CONTEXT_AFTER = 12
+    TAIL = 80
+
+    def __init__(self, input_index: int = 0):
+        self.input = input_index
+        self.events: list[Event] = []
+        self.tracebacks: list[Traceback] = []
+        self.batches = BatchSeries()
+        self.context: dict[int, str] = {}
+        self.http = {"count": 0, "errors": 0, "last_line": None}
+        self.lines = 0
+        self.content_lines = 0
+        self.prefixed_lines = 0
+        self.first_ts: str | None = None
+        self.last_ts: str | None = None
+        self.ranks: set[str] = set()
+        self.last_line_text = ""
+        self.last_msg = ""
+        self._recent: deque[tuple[int, str]] = deque(maxlen=self.CONTEXT_BEFORE)
+        self._tail: deque[tuple[int, str]] = deque(maxlen=self.TAIL)
+        self._keep_after = 0
+        self._tb: Traceback | None = None
+        self._tb_chain_next = False
+        self._exc: Event | None = None       # exception whose message may continue on the next lines
+        self._pyspy: Event | None = None
+        self._batch_rank: str | None = None
+
+    # -- public ------------------------------------------------------------------
+    def feed(self, lineno: int, text: str) -> str:
+        """Parse one line; returns its class ('batch', 'http', 'event', 'plain', 'blank')."""
+        self.lines += 1
+        self._tail.append((lineno, text))
+        if self._keep_after > 0:
+            self.context[lineno] = text
+            self._keep_after -= 1
+        if not text.strip():
+            self._close_exc()
+            self._recent.append((lineno, text))
+            return "blank"
+        self.content_lines += 1
+        self.last_line_text = text
+        ts, rank, msg = self._split_prefix(text)
+        self.last_msg = msg
+        n_events = len(self.events)
+        cls = self._classify(lineno, text, ts, rank, msg)
+        if len(self.events) > n_events:
+            self.mark(lineno)
+        self._recent.append((lineno, text))
+        return cls
+
+    def mark(self, lineno: int) -> None:
+        """Keep the lines around this one for evidence windows."""
+        for n, t in self._recent:
+            self.context[n] = t
+        self.context[lineno] = self._tail[-1][1] if self._tail and self._tail[-1][0] == lineno else self.context.get(lineno, "")
+        self._keep_after = self.CONTEXT_AFTER
+
+    def finish(self) -> None:
+        self._close_exc()
+        self._close_tb()
+        for n, t in self._tail:
+            self.context[n] = t
+
+    # -- prefix ------------------------------------------------------------------
+    def _split_prefix(self, text: str) -> tuple[str | None, str | None, str]:
+        c = text[:1]
+        if c == "[":
+            m = PREFIX.match(text)
+            if m:
+                self.prefixed_lines += 1
+                ts = m[1]
+                rank = m[2].strip() or None
+                if self.first_ts is None:
+                    self.first_ts = ts
+                self.last_ts = ts
+                if rank:
+                    self.ranks.add(rank)
+                return ts, rank, text[m.end():]
+            m = OLD_PREFIX.match(text) or RAY_TAG.match(text)
+            if m:
+                self.prefixed_lines += 1
+                rank = m[1] if m[1].startswith("TP") else f"TP{m[1]}"
+                self.ranks.add(rank)
+                return None, rank, text[m.end():]
+            m = TORCH_RANK.match(text)
+            if m:
+                return None, f"rank{m[1]}", text[m.end():]
+        elif c.isdigit():
+            m = PY_LOGGING.match(text)
+            if m:
+                return None, None, text[m.end():]
+        return None, None, text
+
+    # -- classification ------------------------------------------------------------
+    def _event(self, kind: str, lineno: int, text: str, ts, rank, **data) -> Event:
+        ev = Event(kind=kind, input=self.input, line=lineno, text=text, rank=rank, ts=ts, data=data)
+        self.events.append(ev)
+        return ev
+
+    def _classify(self, lineno: int, text: str, ts, rank, msg: str) -> str:
+        # fast paths for the lines that dominate big logs
+        if msg.startswith(("Decode batch", "Prefill batch")):
+            self._close_exc()
+            self._batch(lineno, ts, rank, msg)
+            return "batch"
+        if ' HTTP/' in msg and '"' in msg:
+            m = RE_ACCESS.search(msg)
+            if m:
+                self.http["count"] += 1
+                if not m[2].startswith(("2", "3")):
+                    self.http["errors"] += 1
+                    self._event("http", lineno, text, ts, rank, path=m[1], status=int(m[2]))
+                self.http["last_line"] = lineno
+                return "http"
+
+        # tracebacks and exceptions
+        stripped = msg.strip()
+        if "Traceback (most recent call last)" in msg:
+            self._close_exc()
+            self._close_tb()
+            header = msg.split("Traceback (most recent call last)")[0].strip().rstrip(":")
+            self._tb = Traceback(input=self.input, start=lineno, rank=rank, header_text=header, chained=self._tb_chain_next)
+            self._tb_chain_next = False
+            if header:
+                self._event("error", lineno, text, ts, rank, message=header, source="traceback-header")
+            return "event"
+        m = FRAME.match(msg)
+        if m:
+            self._close_exc()
+            if self._tb is None:
+                self._tb = Traceback(input=self.input, start=lineno, rank=rank, partial_head=True, chained=self._tb_chain_next)
+                self._tb_chain_next = False
+            self._tb.frames.append(Frame(m[1], int(m[2]), m[3]))
+            self.mark(lineno)
+            return "event"
+        if stripped.startswith(CHAIN):
+            self._close_exc()
+            self._close_tb()
+            self._tb_chain_next = True
+            return "plain"
+        m = EXC_LINE.match(stripped) if stripped[:1].isalpha() else None
+        if m and not msg.startswith((" ", "\t")):
+            self._exception(lineno, text, ts, rank, m[1], m[2] or "")
+            return "event"
+        if self._tb is not None:
+            if msg.startswith((" ", "\t")) or stripped.startswith("^") or stripped == "...":
+                if self._tb.frames and not self._tb.frames[-1].code and not stripped.startswith("^"):
+                    self._tb.frames[-1].code = stripped[:200]
+                return "plain"  # source line under a frame
+            if not (ts or rank):
+                return "plain"  # an unindented source line in a pasted fragment
+            self._close_tb()   # a new record: the traceback was cut
+        if self._exc is not None:
+            if ts or rank or FRAME.match(msg):
+                self._close_exc()
+            else:
+                self._exc.data["message"] += "\n" + stripped
+                self._exc.end_line = lineno
+                if self._exc.data.get("oom") is None and is_oom_text(stripped):
+                    self._oom_from(self._exc)
+                if len(self._exc.data["message"]) > 4000:
+                    self._close_exc()
+                return "event"
+        if self._pyspy is not None:
+            if PYSPY_FRAME.match(msg) or stripped.startswith(("Thread ", "Process ", "Python v")) or not stripped:
+                f = PYSPY_FRAME.match(msg)
+                if f:
+                    self._pyspy.data["frames"].append(Frame(f[2], int(f[3]), f[1]))
+                self._pyspy.end_line = lineno
+                return "event"
+            self._pyspy = None
+        return self._message(lineno, text, ts, rank, msg, stripped)
+
+    def _message(self, lineno, text, ts, rank, msg, stripped) -> str:
+        e = self._event
+        # start-up milestones and memory lines (logs §3-§7)
+        if msg.startswith("Load weight begin"):
+            m = RE_LOAD_BEGIN.search(msg)
+            e("milestone", lineno, text, ts, rank, phase="load_begin", avail_gib=float(m[1]) if m else None)
+        elif msg.startswith("Load weight end"):
+            m = RE_LOAD_END.search(msg)
+            if m:
+                e("milestone", lineno, text, ts, rank, phase="load_end", model_class=m[2], dtype=m[3], quant=m[4],
+                  avail_gib=float(m[5]), usage_gib=float(m[6]) if m[6] else None, elapsed=m[1] is not None)
+            else:
+                e("milestone", lineno, text, ts, rank, phase="load_end")
+        elif msg.startswith("Init torch distributed begin") or msg.startswith("Init parallel begin"):
+            e("milestone", lineno, text, ts, rank, phase="dist_begin")
+        elif msg.startswith(("Init torch distributed ends", "Memory baseline taken", "Init parallel ends")):
+            m = RE_DIST_END.search(msg) or RE_BASELINE.search(msg)
+            usage = float(m.groups()[-1]) if m else None
+            e("milestone", lineno, text, ts, rank, phase="dist_end", usage_gib=usage, template=msg[:28])
+        elif "Mamba Cache is allocated" in msg:
+            m = RE_MAMBA.search(msg)
+            if m:
+                e("milestone", lineno, text, ts, rank, phase="mamba_alloc", size=int(m[1]), conv_gib=float(m[2]),
+                  ssm_gib=float(m[3]), inter_ssm_gib=float(m[4]) if m[4] else None, inter_conv_gib=float(m[5]) if m[5] else None)
+        elif "KV Cache is allocated" in msg or "KV Cache VA upper bound" in msg:
+            m = RE_KV.search(msg)
+            if m:
+                k = float(m[4]) if m[4] else None
+                v = float(m[5]) if m[5] else None
+                kv = float(m[6]) if m[6] else None
+                e("milestone", lineno, text, ts, rank, phase="kv_alloc", label=m[1], dtype=m[2], tokens=int(m[3]),
+                  k_gib=k, v_gib=v, kv_gib=kv, dtype_field=m[2] is not None)
+        elif msg.startswith("Use sliding window memory pool"):
+            m = RE_SWA.search(msg)
+            if m:
+                e("milestone", lineno, text, ts, rank, phase="swa_split", full_tokens=int(m[1]) if m[1] else None, swa_tokens=int(m[2]))
+        elif msg.startswith("Memory pool end"):
+            m = RE_POOL_END.search(msg)
+            e("milestone", lineno, text, ts, rank, phase="pool_end", avail_gib=float(m[1]) if m else None)
+        elif msg.startswith("Capture "):
+            self._graph(lineno, text, ts, rank, msg)
+        elif msg.startswith("max_total_num_tokens="):
+            fields = dict(re.findall(r"(\w+)=([\d.]+)", msg))
+            e("capacity", lineno, text, ts, rank, **{k: float(v) if "." in v else int(v) for k, v in fields.items()})
+        elif RE_READY in msg:
+            e("milestone", lineno, text, ts, rank, phase="ready")
+        elif msg.startswith("server_args="):
+            from ..launch import parse_server_args
+            e("server_args", lineno, text, ts, rank, fields=parse_server_args(msg[len("server_args="):]))
+        elif "Uvicorn running on" in msg:
+            m = RE_UVICORN.search(msg)
+            e("milestone", lineno, text, ts, rank, phase="http_up", url=m[1] if m else None)
+        elif msg.startswith("Using KV cache dtype"):
+            m = RE_KV_DTYPE.search(msg)
+            e("milestone", lineno, text, ts, rank, phase="kv_dtype", dtype=m[1] if m else None)
+        elif "host memory for hierarchical KV cache" in msg or "hierarchical KV host pool" in msg:
+            m = RE_HOST_POOL.search(msg)
+            e("milestone", lineno, text, ts, rank, phase="host_pool", gb=float(m[3]) if m else None)
+        # failure paths (logs §9)
+        elif RE_SIGQUIT.search(msg):
+            e("signal", lineno, text, ts, rank, signal="sigquit")
+        elif "scheduler is dead" in msg or "scheduler died during initialization" in msg:
+            m = RE_SCHED_DEAD.search(msg)
+            code = int(m[3]) if m and m[3] else None
+            e("signal", lineno, text, ts, rank, signal="scheduler_dead", exit_code=code)
+        elif RE_EXIT_CODE.match(stripped):
+            e("signal", lineno, text, ts, rank, signal="exit_code", exit_code=int(RE_EXIT_CODE.match(stripped)[1]))
+        elif stripped in ("Killed", "Aborted", "Bus error", "Segmentation fault") or re.match(r"^(?:Killed|Aborted|Bus error|Segmentation fault)(?: \(core dumped\))?\s+", stripped) or "Fatal Python error" in msg:
+            sig = "segfault" if ("Segmentation" in msg) else ("sigbus" if "Bus error" in msg else ("abort" if "Abort" in msg else ("killed" if "Killed" in msg else "fatal")))
+            e("signal", lineno, text, ts, rank, signal=sig)
+        elif "Initialization failed" in msg:
+            e("error", lineno, text, ts, rank, message=msg, source="init_failed")
+        elif (m := RE_KV_FULL.search(msg)):
+            e("retract", lineno, text, ts, rank, retracted=int(m[1] or m[2]))
+        elif (m := RE_WATCHDOG.search(msg)):
+            e("watchdog", lineno, text, ts, rank, timeout_s=float(m[1]))
+        elif msg.startswith("Pyspy dump for PID") or msg.startswith("Pyspy failed"):
+            ev = e("watchdog", lineno, text, ts, rank, pyspy="failed" if "failed" in msg else "dump", frames=[])
+            if "failed" not in msg:
+                self._pyspy = ev
+        elif (m := RE_NCCL_VER.search(msg)):
+            e("version", lineno, text, ts, rank, component="nccl", version=m[1] or m[2])
+        elif msg.startswith("nohup:"):
+            e("nohup", lineno, text, ts, rank)
+        elif (m := RE_ARGPARSE.match(stripped)):
+            e("argparse", lineno, text, ts, rank, message=m[1])
+        elif stripped.startswith("usage: ") and ("launch_server" in stripped or "sglang" in stripped):
+            e("argparse", lineno, text, ts, rank, message="", usage=True)
+        elif "sglang.launch_server" in msg or "launch_server.py" in msg or re.search(r"\bsglang serve\b", msg):
+            e("launch", lineno, text, ts, rank, command=stripped)
+        elif is_oom_text(msg):
+            ev = e("error", lineno, text, ts, rank, message=stripped, source="oom-line")
+            self._oom_from(ev)
+        elif rank is None and ts is None and msg.startswith(("CUDA Error", "CUDA error", "NCCL WARN", "NCCL error")):
+            e("error", lineno, text, ts, rank, message=stripped, source="raw")
+        else:
+            return "plain"
+        return "event"
+
+    def _graph(self, lineno, text, ts, rank, msg) -> None:
+        if " end." in msg:
+            m = RE_GRAPH_END.search(msg)
+            role = _graph_role(msg)
+            self._event("milestone", lineno, text, ts, rank, phase="graph_end", role=role,
+                        elapsed_s=float(m[2]) if m and m[2] else None,
+                        usage_gib=float(m[3]) if m and m[3] else None, avail_gib=float(m[4]) if m and m[4] else None)
+        elif " begin." in msg or "begin" in msg:
+            m = RE_GRAPH_BEGIN.search(msg)
+            self._event("milestone", lineno, text, ts, rank, phase="graph_begin", role=_graph_role(msg),
+                        avail_gib=float(m[2]) if m else None)
+        elif msg.startswith("Capture cuda graph bs"):
+            m = RE_GRAPH_BS.search(msg)
+            sizes = [int(x) for x in m[1].split(",") if x.strip()] if m else []
+            self._event("milestone", lineno, text, ts, rank, phase="graph_bs", max_bs=max(sizes) if sizes else None)
+
+    def _batch(self, lineno, ts, rank, msg) -> None:
+        if self._batch_rank is None:
+            self._batch_rank = rank or ""
+            self.batches.rank = rank
+        if (rank or "") != self._batch_rank:
+            return  # one rank's view is enough; others repeat it
+        vals = dict(_KEYVAL.findall(msg))
+        b = self.batches
+        decode = msg.startswith("Decode")
+        b.kind.append(1 if decode else 0)
+        b.line.append(lineno)
+        b.ts.append(_ts_seconds(ts))
+        b.running.append(_f(vals.get("#running-req")))
+        b.queue.append(_f(vals.get("#queue-req")))
+        b.usage.append(_f(vals.get("token usage", vals.get("full token usage"))))
+        b.tokens.append(_f(vals.get("#token", vals.get("#full token", vals.get("#new-token")))))
+        b.throughput.append(_f(vals.get("gen throughput (token/s)", vals.get("input throughput (token/s)"))))
+        b.mamba_usage.append(_f(vals.get("mamba usage")))
+        b.accept_len.append(_f(vals.get("accept len")))
+        if ts:
+            self.last_ts = ts
+
+    # -- exceptions ------------------------------------------------------------------
+    def _exception(self, lineno, text, ts, rank, exc_type, message) -> None:
+        self._close_exc()
+        tb = self._tb
+        frames = tb.frames if tb else []
+        ev = self._event("exception", lineno, text, ts, rank or (tb.rank if tb else None), type=exc_type, message=message,
+                         frames=list(frames), tb_start=tb.start if tb else None,
+                         partial_head=tb.partial_head if tb else True, has_traceback=tb is not None,
+                         chained=bool(tb and tb.chained) or self._tb_chain_next, header=tb.header_text if tb else "")
+        if tb:
+            tb.exc_type, tb.message, tb.end = exc_type, message, lineno
+            self.tracebacks.append(tb)
+            self._tb = None
+        self._tb_chain_next = False
+        ev.end_line = lineno
+        self._exc = ev
+        if is_oom_text(exc_type + ": " + message):
+            self._oom_from(ev)
+
+    def _oom_from(self, ev: Event) -> None:
+        msg = ev.data.get("message", "")
+        nums = parse_oom_numbers(msg)
+        ev.data["oom"] = True
+        oom = self._event("oom", ev.line, ev.text, ev.ts, ev.rank, exc_line=ev.line, frames=ev.data.get("frames", []),
+                          exc_type=ev.data.get("type"), message=msg, **nums)
+        ev.data["oom_event"] = oom
+
+    def _close_exc(self) -> None:
+        ev = self._exc
+        if ev is None:
+            return
+        self._exc = None
+        oom = ev.data.get("oom_event")
+        if oom is not None:  # numbers may have arrived on continuation lines
+            nums = parse_oom_numbers(ev.data["message"])
+            oom.data.update(nums)
+            oom.data["message"] = ev.data["message"]
+
+    def _close_tb(self) -> None:
+        tb = self._tb
+        if tb is None:
+            return
+        self._tb = None
+        tb.end = tb.end or tb.start
+        self.tracebacks.append(tb)
+        # a cut traceback still says where the process was
+        first = self.context.get(tb.start, "")
+        self._event("exception", tb.start, first, None, tb.rank, type=None, message="", frames=list(tb.frames),
+                    tb_start=tb.start, partial_head=tb.partial_head, partial_tail=True, has_traceback=True,
+                    chained=tb.chained, header=tb.header_text)
+
+
+def _f(v: str | None) -> float:
+    if v is None:
+        return NAN
+    if v in ("True", "False"):
+        return 1.0 if v == "True" else 0.0
+    return float(v)
+
+
+def _graph_role(msg: str) -> str:
+    low = msg.lower()
+    if "draft" in low:
+        return "draft"
+    if "piecewise" in low or "prefill" in low:
+        return "prefill"
+    return "decode"
