@@ -80,21 +80,16 @@ class Catalog:
     def __post_init__(self) -> None:
         all_v = catalog_versions()
         self._idx = [all_v.index(v) for v in self.versions]
-        self._aliases: dict[str, str] = {}
+        self._accepted = [_accepted(vi) for vi in self._idx]   # per version: name -> (primary, definition)
+        newest = self._accepted[-1]
+        self._common = {n for n in newest if all(n in acc for acc in self._accepted)}
         self._dest: dict[str, str] = {}
-        for name, entry in _data()["flags"].items():
-            d = self._def(entry)
-            if d is None:
-                continue
-            for a in d.get("aliases", []):
-                self._aliases.setdefault(a, name)
-            dest = d.get("dest")
-            if dest and not d.get("deprecated"):
-                self._dest.setdefault(dest, name)
-        for name, entry in _data()["flags"].items():
-            d = self._def(entry)
-            if d and d.get("dest") and d["dest"] not in self._dest:
-                self._dest[d["dest"]] = name
+        for name, (primary, d) in newest.items():
+            if name == primary and d.get("dest") and not d.get("deprecated"):
+                self._dest.setdefault(d["dest"], name)
+        for name, (primary, d) in newest.items():
+            if name == primary and d.get("dest"):
+                self._dest.setdefault(d["dest"], name)
 
     # -- lookups ---------------------------------------------------------------
     @property
@@ -104,7 +99,7 @@ class Catalog:
         return f"{self.versions[0]}–{self.versions[-1]}"
 
     def _def(self, entry: dict) -> dict | None:
-        """The definition valid in every chosen version, or None."""
+        """The definition valid in every chosen version (env entries), or None."""
         found = None
         for vi in self._idx:
             d = next((x["def"] for x in entry["defs"] if x["v"][0] <= vi <= x["v"][1]), None)
@@ -114,28 +109,27 @@ class Catalog:
         return found
 
     def primary(self, name: str) -> str | None:
-        """The catalog name for a flag or one of its aliases, when it exists here."""
-        entry = _data()["flags"].get(name)
-        if entry is not None and self._def(entry) is not None:
-            return name
-        return self._aliases.get(name)
+        """The newest version's catalog name for a flag or alias accepted by every chosen version."""
+        if name not in self._common:
+            return None
+        return self._accepted[-1][name][0]
 
     def has(self, name: str) -> bool:
         if name.startswith("--no-"):
             base = self.flag("--" + name[5:])
             if base and base.negatable:
                 return True
-        return self.primary(name) is not None
+        return name in self._common
 
     def flag(self, name: str) -> FlagInfo | None:
-        primary = self.primary(name)
-        if primary is None:
+        if name not in self._common:
             return None
-        entry = _data()["flags"][primary]
-        d = self._def(entry)
+        primary, d = self._accepted[-1][name]
+        help_text = _data()["flags"].get(primary, {}).get("help", "")
+        deprecated = any(acc[name][1].get("deprecated") for acc in self._accepted)
         return FlagInfo(name=primary, type=d.get("type"), default=d.get("default"), choices=d.get("choices"),
-                        switch=bool(d.get("switch")), nargs=d.get("nargs"), deprecated=bool(d.get("deprecated")),
-                        replaced_by=d.get("replaced_by"), help=entry.get("help", ""),
+                        switch=bool(d.get("switch")), nargs=d.get("nargs"), deprecated=deprecated,
+                        replaced_by=d.get("replaced_by"), help=help_text,
                         negatable=bool(d.get("negatable")), dest=d.get("dest"))
 
     def has_env(self, name: str) -> bool:
@@ -152,8 +146,7 @@ class Catalog:
         return self._dest.get(dest)
 
     def all_flags(self) -> list[str]:
-        names = [n for n, e in _data()["flags"].items() if self._def(e) is not None]
-        return names + [a for a, p in self._aliases.items() if a not in names]
+        return sorted(self._common)
 
     def abbreviations(self, prefix: str) -> list[str]:
         """Flags that argparse would accept for an unambiguous prefix (allow_abbrev)."""
@@ -196,7 +189,7 @@ class Catalog:
         """This version's spelling of a flag (itself, a renamed form, or None)."""
         info = self.flag(name)
         if info and not info.deprecated:
-            return info.name
+            return name
         graph = self._rename_graph()
         seen, todo = {name}, [name]
         while todo:
@@ -207,9 +200,9 @@ class Catalog:
                 seen.add(nxt)
                 nxt_info = self.flag(nxt)
                 if nxt_info and not nxt_info.deprecated:
-                    return nxt_info.name
+                    return nxt
                 todo.append(nxt)
-        return info.name if info else None
+        return name if info else None
 
     def translate(self, name: str, value: str | None) -> list[tuple[str, str | None]]:
         """[(flag, value)] spelled for this version; [] when the version has no equivalent."""
@@ -247,6 +240,21 @@ class Catalog:
                 except ValueError:
                     return f"invalid float value: {v!r}"
         return None
+
+
+@lru_cache(maxsize=32)
+def _accepted(vi: int) -> dict[str, tuple[str, dict]]:
+    """Every option string version `vi` accepts -> (its catalog name, definition)."""
+    out: dict[str, tuple[str, dict]] = {}
+    for name, entry in _data()["flags"].items():
+        d = next((x["def"] for x in entry["defs"] if x["v"][0] <= vi <= x["v"][1]), None)
+        if d is None:
+            continue
+        out[name] = (name, d)
+    for name, (primary, d) in list(out.items()):
+        for a in d.get("aliases", []):
+            out.setdefault(a, (primary, d))
+    return out
 
 
 def _versions_in(rng: V.VersionRange) -> list[str]:

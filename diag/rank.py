@@ -19,6 +19,7 @@ def finalize(report: Report, contexts: list[Context], facts) -> None:
     for ctx in contexts:
         if _complete(ctx, facts):
             findings.append(ctx.finding)
+    report.extras["matched"] = [f.rule for f in findings]
     findings = _merge_same_category(findings)
     report.findings = _order(findings)
     report.status = _status(report.findings, facts)
@@ -48,7 +49,10 @@ def _complete(ctx: Context, facts) -> bool:
     _check_fixes(finding, facts)
     _partial_evidence(finding, facts)
     finding.evidence.sort(key=lambda e: (e.role != "trigger", e.input, e.line))
-    finding.evidence = finding.evidence[:MAX_EVIDENCE]
+    unique: dict = {}
+    for e in finding.evidence:
+        unique.setdefault((e.input, e.line), e)
+    finding.evidence = list(unique.values())[:MAX_EVIDENCE]
     finding.evidence.sort(key=lambda e: (e.input, e.line))
     finding.confidence = max(0.05, min(0.99, finding.confidence))
     finding.rank_score = ctx.rule.priority + 10 * finding.confidence + SEVERITY_WEIGHT.get(finding.severity, 0)
@@ -160,8 +164,10 @@ def _unchecked(facts, report: Report) -> list[str]:
     out = []
     if facts.catalog:
         out.append(facts.catalog.note)
-    if facts.model is None and facts.state != "empty":
-        out.append("model architecture not identified: the memory arithmetic uses only the numbers the log printed")
-    if not facts.gpus and facts.gpu is None:
-        out.append("GPU not identified (no nvidia-smi snapshot; pass one with --smi to check other processes and capacity)")
+    memory = any(f.category.startswith("oom.") for f in report.findings)
+    if memory and facts.model is None:
+        out.append("model architecture not identified: the memory arithmetic uses only the numbers the log printed "
+                   "(name the model with --launch or a log that shows --model-path)")
+    if memory and not facts.gpus:
+        out.append("no nvidia-smi snapshot: other processes on the GPUs and their capacity were not checked (pass one with --smi)")
     return out

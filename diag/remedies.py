@@ -55,14 +55,14 @@ def _size(gib: float) -> str:
     return f"{gib:.2f} GiB" if gib >= 1 else f"{gib * 1024:.0f} MiB"
 
 
-def _deployment(facts):
+def _deployment(facts, version: str | None = None):
     from . import memory as M
     total_mib = None
     if facts.gpus:
         total_mib = next((g.get("memory_total_mib") for g in facts.gpus if g.get("memory_total_mib")), None)
     if total_mib is None and facts.gpu_total_gib:
         total_mib = int(round(facts.gpu_total_gib * 1024))
-    return M.Deployment.from_flags(facts.flags, _version(facts), model=facts.model, gpu=facts.gpu,
+    return M.Deployment.from_flags(facts.flags, version or _version(facts), model=facts.model, gpu=facts.gpu,
                                    gpu_total_mib=total_mib, env=facts.env)
 
 
@@ -92,18 +92,37 @@ def _readings(facts):
 
 
 def _budget(ctx: Context):
-    """(deployment, budget) or (None, None) when the memory model cannot run on these facts."""
+    """(deployment, budget) or (None, None) when the memory model cannot run on these facts.
+
+    When the log only narrows the SGLang version to a range, the versions' sizing rules can
+    differ; for a failure, the newest version whose arithmetic reproduces it is used.
+    """
     cached = ctx.values.get("_budget")
     if cached is not None:
         return cached
     try:
         from . import memory as M
-        dep = _deployment(ctx.facts)
-        b = M.budget(dep, _readings(ctx.facts))
     except ImportError:
-        dep, b = None, None
-    ctx.values["_budget"] = (dep, b)
-    return dep, b
+        ctx.values["_budget"] = (None, None)
+        return None, None
+    facts = ctx.facts
+    readings = _readings(facts)
+    candidates = [facts.version.exact] if facts.version.exact else list(reversed(facts.catalog.versions))
+    failure = ctx.rule.category.startswith("oom.")
+    chosen = None
+    for v in candidates:
+        dep = _deployment(facts, v)
+        b = M.budget(dep, readings)
+        chosen = chosen or (dep, b)
+        if not failure or b.fits is False:
+            chosen = (dep, b)
+            if len(candidates) > 1:
+                ctx.finding.confidence_notes.append(
+                    f"memory arithmetic of SGLang {v}: the log narrows the version to {facts.version.describe()}, "
+                    + ("and this is the newest of them whose sizing reproduces the failure" if failure else "the newest of them"))
+            break
+    ctx.values["_budget"] = chosen
+    return chosen
 
 
 def _memory_json(b) -> dict:
@@ -125,6 +144,8 @@ def _budget_sentence(b) -> str:
         parts.append(f"draft {b.draft_weights_gib:.1f} GiB")
     if b.hybrid_mamba and b.max_mamba_cache_size is not None and b.mamba_bytes_per_slot:
         parts.append(f"Mamba state {b.max_mamba_cache_size} slots × {b.mamba_bytes_per_slot / 2**20:.1f} MiB = {b.mamba_state_gib:.1f} GiB")
+    if b.spec_scratch_gib:
+        parts.append(f"speculative Mamba scratch {b.spec_scratch_gib:.1f} GiB")
     if b.kv_pool_gib is not None and b.max_total_num_tokens is not None:
         parts.append(f"KV cache {b.max_total_num_tokens:,} tokens × {b.kv_bytes_per_token or 0:,.0f} B = {b.kv_pool_gib:.1f} GiB")
     if b.mem_fraction_static is not None and b.pre_load_free_gib:
@@ -190,6 +211,11 @@ def oom_memory(ctx: Context):
         ctx.values["budget_sentence"] = _budget_sentence(b)
         from . import memory as M
         goal = GOAL.get(phase or "", "prefill")
+        if ctx.rule.category == "oom.kv_pool" and b.goals and b.goals[0] == "mamba":
+            _to_mamba(ctx, b)
+            goal, phase = "mamba", "mamba"
+        elif b.goals and goal not in b.goals and phase in ("kv_pool", None) and b.goals[0] in ("weights",):
+            goal = b.goals[0]
         opts = M.options_for(goal, dep, b)
         if not opts and b.goals:
             opts = M.all_options(dep, b)
@@ -199,6 +225,18 @@ def oom_memory(ctx: Context):
     if phase == "mamba":
         ctx.values["mamba_sentence"] = _mamba_sentence(ctx, b)
     return None
+
+
+def _to_mamba(ctx: Context, b) -> None:
+    """A KV-pool refusal whose arithmetic shows the Mamba state (and spec scratch) took the budget."""
+    f = ctx.finding
+    f.category = "oom.mamba_state"
+    f.title = "The Mamba state (and its speculative-decoding scratch) leaves no room for the KV cache"
+    f.summary = ("SGLang refused to start with 'Not enough memory', but its own sizing rules for this model show why: "
+                 "the per-request Mamba state (and, with speculative decoding, its per-draft-token scratch) takes the budget, "
+                 "so the Mamba side is what must shrink. {budget_sentence}")
+    f.confidence_notes.append("the refusal message names --mem-fraction-static, but SGLang's own sizing rules for this model put the "
+                              "blame on the Mamba state pool")
 
 
 def _fallback_fixes(ctx: Context, phase: str | None, b) -> None:
@@ -607,7 +645,8 @@ def mamba_spec_radix(ctx: Context):
         cost = (f"Cost of extra_buffer: each state slot is {per:.1f} MiB per GPU and a running request holds "
                 f"{b.mamba_ratios.get('extra_buffer', 5)} slots instead of {b.mamba_ratios.get('no_buffer', 3)} "
                 f"({per * b.mamba_ratios.get('extra_buffer', 5):.0f} vs {per * b.mamba_ratios.get('no_buffer', 3):.0f} MiB per request).")
-        ctx.finding.memory = _memory_json(b)
+        if b.gpu_total_gib:
+            ctx.finding.memory = _memory_json(b)
     ctx.values["strategy_cost"] = cost
     ctx.finding.fix_other.append("On a PD-disaggregation decode node this check is spurious (fixed upstream): use --disable-radix-cache there; "
                                  "following the message's advice there makes each request take extra Mamba slots and caps concurrency.")
@@ -784,6 +823,13 @@ def empty_log(ctx: Context):
     ctx.finding.fix_other.extend(checks)
     for e in ctx.facts.of_kind("nohup")[:2]:
         ctx.evidence(e, role="trigger")
+    if not ctx.finding.evidence:  # quote what there is, or say that there is nothing
+        lines = sorted(ctx.facts.context.items())[:3]
+        for (inp, n), text in lines:
+            if text.strip():
+                ctx.evidence(n, text, role="trigger", input_index=inp)
+        if not ctx.finding.evidence:
+            ctx.evidence(0, "(the input is empty: 0 lines of text)", role="trigger")
     return None
 
 

@@ -23,7 +23,7 @@ PY_LOGGING = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[,.]\d+ - (\w+) - ")   
 FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+), in (\S+)')
 PYSPY_FRAME = re.compile(r"^\s+(\w+) \(([^():]+\.py):(\d+)\)\s*$")
 EXC_LINE = re.compile(
-    r"^((?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Fault|Failure|Warning)|AssertionError|KeyboardInterrupt|StopIteration))"
+    r"^((?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Fault|Failure|Warning)|Exception|AssertionError|KeyboardInterrupt|StopIteration))"
     r"(?::\s?(.*))?$")
 CHAIN = ("During handling of the above exception", "The above exception was the direct cause")
 
@@ -65,8 +65,10 @@ OOM_PROC = re.compile(r"Process (\d+) has " + _Q + " memory in use")
 OOM_ALLOC = re.compile(r"Of the allocated memory " + _Q + " is allocated by PyTorch")
 OOM_PRIVATE = re.compile(r"with " + _Q + r" allocated in private pools")
 OOM_RESERVED = re.compile(r"and " + _Q + " is reserved by PyTorch but unallocated")
-OOM_OLD = re.compile(r"\(GPU (\d+); " + _Q + r" total capacity; " + _Q + r" already allocated; " + _Q + r" free; " + _Q + " reserved in total by PyTorch\)")
+OOM_OLD = re.compile(r"\(GPU (\d+); " + _Q + r" total capacity; " + _Q + r" already allocated; " + _Q + r" free; " + _Q + r" reserved in total by PyTorch\)")
 OOM_WORDS = ("out of memory", "OutOfMemoryError", "OUT_OF_MEMORY", "CUBLAS_STATUS_ALLOC_FAILED", "cudaErrorMemoryAllocation")
+# SGLang's own KV-token allocator messages say "out of memory" too, but are not device OOMs
+NOT_DEVICE_OOM = re.compile(r"(?:Prefill|Decode) out of memory(?:\. Try to lower| happened)")
 
 
 def gib(value: str, unit: str) -> float:
@@ -103,7 +105,7 @@ def parse_oom_numbers(text: str) -> dict:
 
 
 def is_oom_text(text: str) -> bool:
-    return any(w in text for w in OOM_WORDS)
+    return any(w in text for w in OOM_WORDS) and not NOT_DEVICE_OOM.search(text)
 
 
 @dataclass
@@ -254,10 +256,11 @@ class LogParser:
             m = RE_ACCESS.search(msg)
             if m:
                 self.http["count"] += 1
+                self.http["last_line"] = lineno
                 if not m[2].startswith(("2", "3")):
                     self.http["errors"] += 1
                     self._event("http", lineno, text, ts, rank, path=m[1], status=int(m[2]))
-                self.http["last_line"] = lineno
+                    return "event"
                 return "http"
 
         # tracebacks and exceptions

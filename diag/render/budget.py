@@ -13,19 +13,14 @@ def budget_rows(memory: dict) -> list[tuple[str, str, str, str]]:
     for item in memory.get("items") or []:
         gib = item.get("gib")
         value = "?" if gib is None else f"{gib:,.2f} GiB"
-        rows.append((LABELS.get(item.get("item"), item.get("item", "")), value, item.get("source", ""), item.get("note", "")))
-    for key, value in memory.get("derived", {}).items():
-        if value is None:
-            continue
-        label = key.replace("_", " ")
-        shown = f"{value:,.3f}" if isinstance(value, float) and value < 10 else (f"{value:,.0f}" if isinstance(value, (int, float)) else str(value))
-        rows.append((label, shown, "", ""))
+        name = item.get("label") or LABELS.get(item.get("name"), item.get("name", ""))
+        rows.append((name, value, item.get("source", ""), item.get("note", "")))
     return rows
 
 
 def chart_items(memory: dict) -> list[dict]:
     """Items for a stacked bar: parts that add up to the total, in display order."""
-    parts = [i for i in memory.get("items") or [] if i.get("item") != "total" and (i.get("gib") or 0) > 0]
-    total = next((i.get("gib") for i in memory.get("items") or [] if i.get("item") == "total"), None)
-    return [{"label": LABELS.get(i["item"], i["item"]), "gib": i["gib"], "item": i["item"], "source": i.get("source", "")}
-            for i in parts] + ([{"label": "total", "gib": total, "item": "total"}] if total else [])
+    parts = [i for i in memory.get("items") or [] if i.get("name") != "total" and (i.get("gib") or 0) > 0]
+    total = next((i.get("gib") for i in memory.get("items") or [] if i.get("name") == "total"), None)
+    return [{"label": i.get("label") or LABELS.get(i["name"], i["name"]), "gib": i["gib"], "item": i["name"],
+             "source": i.get("source", "")} for i in parts] + ([{"label": "total", "gib": total, "item": "total"}] if total else [])

@@ -94,7 +94,7 @@ def _finding(out: _Out, f: Finding, facts_json: dict, detail: bool) -> None:
             out.add("")
             out.add(("  Memory per GPU", "bold"))
             for name, value, source, note in rows:
-                out.add(f"    {name:<24} {value:>10}  ", (f"{source:<14}", "dim"), (note, "dim"))
+                out.add(f"    {name:<24} {value:>10}  ", (f"{source:<15} ", "dim"), (note, "dim"))
     groups = option_groups(f)
     if groups or f.fix_other:
         out.add("")

@@ -1,0 +1,32 @@
+# Set-up and checks. `make demo` and `make test` work on a fresh machine.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: setup demo test browser bench score
+setup: $(BIN)/diag
+
+$(BIN)/diag: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
+demo: setup
+	$(BIN)/diag analyze samples/qwen36-27b-mtp-extra-buffer.log --smi samples/rtx-pro-6000-smi.txt; test $$? -le 1
+
+# Debian's Chromium for the browser tests of the HTML report
+browser:
+	@command -v chromium >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core >/dev/null; }
+
+test: setup browser
+	DIAG_REQUIRE_BROWSER=1 $(BIN)/python -m pytest
+
+bench: setup
+	$(BIN)/python benchmarks/run.py
+
+# corpus scores (needs ../shared, which only developers have)
+score: setup
+	$(PY) ../shared/tools/score_corpus.py ../shared/corpus/sglang --diag $(BIN)/diag
+	$(PY) ../shared/tools/score_corpus.py ../shared/corpus/smi --diag $(BIN)/diag
