@@ -110,7 +110,7 @@ def analyze(paths: list[str], smi_paths: list[str] | None = None, options: Optio
                 info.kind = "unknown"
         info.notes.extend(n for n in opened.notes if n not in info.notes)
         _close(opened)
-    f = facts_mod.build(parsers, snapshots, explicit, options.sglang_version, options.launch)
+    f = facts_mod.build(parsers, snapshots, explicit, options.sglang_version, options.launch, options.model_config)
     findings = []
     for rule in rules:
         ctx = R.evaluate(rule, matcher, f)

@@ -82,6 +82,7 @@ def analyze(
     fail_on: FailOn = typer.Option(FailOn.error, "--fail-on", help="Exit 1 when a finding is at least this severe."),
     sglang_version: Optional[str] = typer.Option(None, "--sglang-version", help="SGLang version, when the log does not show it."),
     launch: Optional[str] = typer.Option(None, "--launch", help="The launch command, when the log does not show it."),
+    model_config: Optional[str] = typer.Option(None, "--model-config", help="The model's config.json (or its folder), for models diag does not know."),
     redact: Optional[bool] = typer.Option(None, "--redact/--no-redact", help="Redact secrets, user names, hosts (default: on for markdown, slack, html)."),
 ) -> None:
     """Find the root cause of an SGLang failure, with evidence and the flag changes to make."""
@@ -93,7 +94,9 @@ def analyze(
     if files.count("-") > 1:
         fail("stdin ('-') can be read only once")
     try:
-        report = run(files, smi, Options(sglang_version=sglang_version, launch=launch))
+        if model_config and not Path(model_config).exists():
+            fail(f"{model_config}: no such file")
+        report = run(files, smi, Options(sglang_version=sglang_version, launch=launch, model_config=model_config))
     except InputError as exc:
         fail(str(exc))
     sharing = fmt in (Format.markdown, Format.slack, Format.slack_blocks, Format.html)

@@ -65,6 +65,7 @@ class Facts:
     content_lines: int = 0
     sglang_lines: int = 0
     nohup_only: bool = False
+    model_note: str = ""                               # why a given model config could not be used
     values: dict = field(default_factory=dict)         # flat facts that rule conditions read
 
     # -- helpers used by rules and remedies --------------------------------------
@@ -112,7 +113,7 @@ def _as_bool(v) -> bool:
 
 
 def build(parsers: list[LogParser], smi_snapshots: list, explicit_versions: list[tuple[int, str]],
-          sglang_version: str | None = None, launch_text: str | None = None) -> Facts:
+          sglang_version: str | None = None, launch_text: str | None = None, model_config: str | None = None) -> Facts:
     f = Facts()
     for p in parsers:
         f.events.extend(p.events)
@@ -130,11 +131,11 @@ def build(parsers: list[LogParser], smi_snapshots: list, explicit_versions: list
     _versions(f, parsers, explicit_versions, sglang_version)
     _flags(f, launch_text)
     _environment(f)
-    _model(f)
+    _model(f, model_config)
     _readings(f)
     _failures(f)
     _state(f, parsers)
-    _values(f)
+    _values(f, [p.last_line_text for p in parsers if p.content_lines])
     return f
 
 
@@ -181,7 +182,7 @@ def _environment(f: Facts) -> None:
             f.env.setdefault(m[1], m[2])
 
 
-def _model(f: Facts) -> None:
+def _model(f: Facts, model_config: str | None = None) -> None:
     f.model_path = f.flag("--model-path") if isinstance(f.flag("--model-path"), str) else None
     load_end = next((m for m in f.milestones if m.data.get("phase") == "load_end" and m.data.get("model_class")), None)
     if load_end:
@@ -202,12 +203,27 @@ def _model(f: Facts) -> None:
         from . import knowledge
     except ImportError:  # the model/GPU catalog is optional for the analysis
         return
-    f.model = knowledge.find_model(f.model_path, f.architecture) if (f.model_path or f.architecture) else None
+    f.model = _model_spec(knowledge, f, model_config)
     name = next((g["name"] for g in f.gpus if g.get("name") and g["name"] != "ERR!"), None)
     mib = next((g["memory_total_mib"] for g in f.gpus if g.get("memory_total_mib")), None)
     if mib is None and f.gpu_total_gib:
         mib = int(f.gpu_total_gib * 1024)
     f.gpu = knowledge.find_gpu(name, mib) if (name or mib) else None
+
+
+def _model_spec(knowledge, f: Facts, model_config: str | None):
+    """--model-config, else a local model folder the log names (when it exists here), else the catalog."""
+    import os
+    for path in (model_config, f.model_path):
+        if path and os.path.exists(os.path.join(path, "config.json") if os.path.isdir(path) else path) \
+                and (path == model_config or os.path.isdir(path)):
+            try:
+                return knowledge.model_from_config(path)
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                f.model_note = f"could not read the model config {path}: {exc}"
+    if f.model_path or f.architecture:
+        return knowledge.find_model(f.model_path, f.architecture)
+    return None
 
 
 def _readings(f: Facts) -> None:
@@ -375,7 +391,7 @@ def _cut_word(text: str) -> bool:
     return tail.isalpha() and len(tail) <= 3 or text.endswith((" a", " the", " fa", " of"))
 
 
-def _values(f: Facts) -> None:
+def _values(f: Facts, parsers_last: list[str]) -> None:
     arch = f.architecture or (getattr(f.model, "architecture", None) if f.model else None) or ""
     hybrid = bool(HYBRID_ARCH.search(arch)) or bool(getattr(f.model, "linear_attention", None))
     strategy = f.flag("--mamba-scheduler-strategy", "--mamba-radix-cache-strategy")
@@ -404,6 +420,7 @@ def _values(f: Facts) -> None:
     v["nccl_in_crash"] = any(("nccl" in t.lower()) for (_, n), t in f.context.items()
                              if f.failure_line is not None and abs(n - f.failure_line) <= 12)
     v["cut_forward"] = _cut_forward(f)
+    v.update(_log_end(f, parsers_last))
     other = _smi_other(f)
     v["smi.other"] = other
     v["smi.other_mib"] = sum(p["used_mib"] for p in other)
@@ -411,6 +428,22 @@ def _values(f: Facts) -> None:
     breaking, conflicts = lint_facts(f)
     v["launch.unknown"] = breaking
     v["launch.conflicts"] = conflicts
+
+
+def _log_end(f: Facts, last_texts: list[str]) -> dict:
+    """How the (last) log ends: on a batch line, cut mid-line or not, and that batch's size."""
+    out = {"end.batch": None, "end.cut": False, "end.new_tokens": None, "end.line": None}
+    b = next((s for s in reversed(f.batches) if len(s)), None)
+    last = last_texts[-1] if last_texts else ""
+    if b is None or not last or not re.search(r"(?:Prefill|Decode) batch", last):
+        return out
+    i = len(b) - 1
+    out["end.batch"] = "decode" if b.kind[i] == 1 else "prefill"
+    out["end.cut"] = "#queue-req" not in last
+    out["end.line"] = b.line[i]
+    m = re.search(r"#new-token: (\d+)", last)
+    out["end.new_tokens"] = int(m[1]) if m else None
+    return out
 
 
 def _cut_forward(f: Facts) -> str | None:

@@ -1484,10 +1484,9 @@ def _fits_summary(nb: Budget) -> str:
 
 
 def _tp_option(dep: Deployment, b: Budget, why: str) -> Option | None:
-    """The smallest TP that fits; preferably one whose KV pool holds a full-context request."""
+    """The smallest TP that fits; when its KV pool cannot hold a full-context request, cap the context too."""
     if dep.model is None and b.weights_gib is None:
         return None
-    first = None
     for tp in TP_CANDIDATES:
         if tp <= dep.tp:
             continue
@@ -1502,14 +1501,15 @@ def _tp_option(dep: Deployment, b: Budget, why: str) -> Option | None:
             _, nb = _try(dep, b, "pre", tp=tp)
         if not nb.fits:
             continue
-        opt = Option(f"TP={tp}: split the model over {tp} GPUs", COST_GPUS,
-                     [_fix("--tp-size", tp, why)], [f"needs {tp} GPUs per server"],
-                     f"per GPU at TP{tp}: {_fits_summary(nb)}; --mem-fraction-static {nb.mem_fraction_static:.3f}",
-                     fits=True)
-        if _holds_context(nb):
-            return opt
-        first = first or opt
-    return first
+        fixes = [_fix("--tp-size", tp, why)]
+        other = [f"needs {tp} GPUs per server"]
+        if not _holds_context(nb) and nb.max_total_num_tokens:
+            fixes.append(_fix("--context-length", nb.max_total_num_tokens,
+                              f"the KV pool at TP{tp} holds {nb.max_total_num_tokens:,} tokens, less than the model's {nb.context_len:,}"))
+        return Option(f"TP={tp}: split the model over {tp} GPUs", COST_GPUS, fixes, other,
+                      f"per GPU at TP{tp}: {_fits_summary(nb)}; --mem-fraction-static {nb.mem_fraction_static:.3f}",
+                      fits=True)
+    return None
 
 
 def _holds_context(nb: Budget) -> bool:

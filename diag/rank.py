@@ -164,6 +164,8 @@ def _unchecked(facts, report: Report) -> list[str]:
     out = []
     if facts.catalog:
         out.append(facts.catalog.note)
+    if facts.model_note:
+        out.append(facts.model_note)
     memory = any(f.category.startswith("oom.") for f in report.findings)
     if memory and facts.model is None:
         out.append("model architecture not identified: the memory arithmetic uses only the numbers the log printed "

@@ -1193,6 +1193,45 @@ def cut_forward(ctx: Context):
 
 
 @remedy
+def log_end_prefill(ctx: Context):
+    facts = ctx.facts
+    n = facts.values.get("end.new_tokens")
+    line = facts.values.get("end.line")
+    ctx.values["end_line"] = line
+    ctx.values["new_tokens_text"] = f"{n:,} new tokens" if n else "unknown size"
+    ctx.values["cut_text"] = ", cut mid-line" if facts.values.get("end.cut") else ""
+    if line is not None:
+        ctx.evidence(line, facts.context.get((0, line), ""), role="trigger")
+    cap = _pow2_below(n // 2) if n else 4096
+    ctx.add_fix("--max-prefill-tokens", cap, f"at most {cap:,} new tokens per prefill batch (the last one had {n:,})" if n else
+                "cap the new tokens of one prefill batch", option=1)
+    ctx.add_fix("--chunked-prefill-size", cap, "and split long prompts into chunks of that size", option=1)
+    ctx.add_fix("--mem-fraction-static", _lower_mfs(_current_mfs(ctx, None) or _default_mfs(ctx)),
+                "more headroom outside the static pool for activations", option=2)
+    ctx.finding.options.extend([{"option": 1, "title": "smaller prefill batches", "cost": 1},
+                                {"option": 2, "title": "more headroom", "cost": 2}])
+    ctx.finding.fix_other.append("Paste the lines after this one if the log continues: the exception decides the fix.")
+    return None
+
+
+def _pow2_below(n: int) -> int:
+    p = 1024
+    while p * 2 <= n:
+        p *= 2
+    return p
+
+
+def _default_mfs(ctx: Context) -> float | None:
+    """SGLang's automatic --mem-fraction-static for this deployment, when the GPU is known."""
+    try:
+        from . import memory as M
+        dep = _deployment(ctx.facts)
+        return M.default_mem_fraction_static(dep, dep.model).value if dep.total_mib else None
+    except (ImportError, AttributeError):
+        return None
+
+
+@remedy
 def kernel_fault(ctx: Context):
     step = ctx.facts.failure_phase.phase if ctx.facts.failure_phase else None
     ctx.values["phase_text"] = f" {P.DESCRIBE[step]}" if step in P.DESCRIBE else ""
