@@ -6,6 +6,7 @@ Flag names are written as in the newest catalog; rank.py spells them for the use
 """
 from __future__ import annotations
 
+import math
 import re
 
 from . import phase as P
@@ -220,11 +221,35 @@ def oom_memory(ctx: Context):
         if not opts and b.goals:
             opts = M.all_options(dep, b)
         _add_options(ctx, opts)
+        if phase in ("prefill", "decode", "warmup", "multimodal", "cuda_graph", "draft", None):
+            _shortfall_option(ctx, b, oi)
     if not ctx.finding.fix:
         _fallback_fixes(ctx, phase, b)
     if phase == "mamba":
         ctx.values["mamba_sentence"] = _mamba_sentence(ctx, b)
     return None
+
+
+def _shortfall_option(ctx: Context, b, oi) -> None:
+    """A runtime/graph OOM says how much was missing: lower the fraction by that much (and a margin)."""
+    if oi is None or any(f.flag == "--mem-fraction-static" for f in ctx.finding.fix):
+        return
+    d = oi.event.data
+    tried, free = d.get("tried_gib"), d.get("free_gib")
+    mfs, pre = b.mem_fraction_static, b.pre_load_free_gib or d.get("total_gib")
+    if tried is None or free is None or not mfs or not pre:
+        return
+    missing = max(0.0, tried - free) + 1.0  # what was missing, plus 1 GiB for the next allocation
+    new = math.floor((mfs - missing / pre) * 100) / 100
+    if new < 0.5:
+        return
+    n = max([o["option"] for o in ctx.finding.options] + [0]) + 1
+    ctx.add_fix("--mem-fraction-static", f"{new:.2f}",
+                f"the failed allocation lacked {max(0.0, tried - free):.2f} GiB; {mfs:.3f} → {new:.2f} leaves "
+                f"{(mfs - new) * pre:.1f} GiB more outside the static pool (the KV pool shrinks by as much)", option=n)
+    ctx.finding.options.append({"option": n, "title": f"more headroom: --mem-fraction-static {new:.2f}", "cost": 1,
+                                "arithmetic": f"({mfs:.3f} - {new:.2f}) x {pre:.1f} GiB = {(mfs - new) * pre:.1f} GiB ≥ "
+                                              f"{tried:.2f} GiB requested - {free:.2f} GiB free"})
 
 
 def _to_mamba(ctx: Context, b) -> None:

@@ -25,6 +25,8 @@ PYSPY_FRAME = re.compile(r"^\s+(\w+) \(([^():]+\.py):(\d+)\)\s*$")
 EXC_LINE = re.compile(
     r"^((?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Fault|Failure|Warning)|Exception|AssertionError|KeyboardInterrupt|StopIteration))"
     r"(?::\s?(.*))?$")
+# lines printed by the shell or the interpreter itself, never part of an exception message
+STANDALONE = re.compile(r"^(?:Killed|Aborted|Bus error|Segmentation fault|Fatal Python error|nohup:|Exit code:)")
 CHAIN = ("During handling of the above exception", "The above exception was the direct cause")
 
 NUM = r"(\d+(?:\.\d+)?)"
@@ -301,7 +303,7 @@ class LogParser:
                 return "plain"  # an unindented source line in a pasted fragment
             self._close_tb()   # a new record: the traceback was cut
         if self._exc is not None:
-            if ts or rank or FRAME.match(msg):
+            if ts or rank or FRAME.match(msg) or STANDALONE.match(stripped):
                 self._close_exc()
             else:
                 self._exc.data["message"] += "\n" + stripped

@@ -1,0 +1,259 @@
+"""Reading, chat-paste clean-up, SGLang log events, version detection, launch commands."""
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from diag import detect_version as DV
+from diag import flags as F
+from diag.clean import Cleaner
+from diag.launch import parse_launch, parse_server_args, server_args_to_flags
+from diag.parse.sglang import LogParser, parse_oom_numbers
+from diag.read import Opened, iter_lines, open_input
+from diag.versions import VersionRange
+
+
+def parse(text: str) -> LogParser:
+    p = LogParser()
+    for n, line in Cleaner().run(text.splitlines()):
+        p.feed(n, line)
+    p.finish()
+    return p
+
+
+def kinds(p: LogParser) -> list[str]:
+    return [e.kind for e in p.events]
+
+
+# -- reading -------------------------------------------------------------------------------
+
+def opened(data: bytes, name="x") -> Opened:
+    from diag.read import _encoding
+    return Opened(name=name, stream=io.BytesIO(data), head=data[:65536], encoding=_encoding(data[:65536]), size=len(data))
+
+
+def test_crlf_cr_and_invalid_bytes():
+    lines = list(iter_lines(opened(b"a\r\nb\rc\n\xff\xfed")))
+    assert lines[:3] == ["a", "b", "c"]
+    assert lines[3].endswith("d") and "\ufffd" in lines[3]
+
+
+def test_utf16_with_bom(tmp_path):
+    f = tmp_path / "x.log"
+    f.write_bytes("[2025-01-01 10:00:00 TP0] Load weight begin. avail mem=78.90 GB\n".encode("utf-16"))
+    o = open_input(str(f))
+    assert list(iter_lines(o))[0].startswith("[2025-01-01")
+
+
+def test_long_line_is_cut_without_holding_it(tmp_path):
+    f = tmp_path / "x.log"
+    f.write_bytes(b"y" * 600_000 + b"\nnext\n")
+    o = open_input(str(f))
+    lines = list(iter_lines(o))
+    assert [len(lines[0]), lines[1]] == [256 * 1024, "next"]
+    assert any("cut" in n for n in o.notes)
+
+
+# -- clean-up -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("raw,expected", [
+    ("sglang-1  | [2025-10-29 11:25:58 TP3] Watchdog timeout (self.watchdog_timeout=300)", "[2025-10-29 11:25:58 TP3] Watchdog timeout"),
+    ("2025-03-25T11:01:54.123456789Z [2025-03-25 11:01:54 TP0] Load weight begin. avail mem=1 GB", "[2025-03-25 11:01:54 TP0] Load weight"),
+    ("2025-03-25T11:01:54Z stdout F [2025-03-25 11:01:54 TP0] Load weight begin. avail mem=1 GB", "[2025-03-25 11:01:54 TP0] Load weight"),
+    ("[pod/sglang-0/server] [2025-03-25 11:01:54 TP0] Load weight begin. avail mem=1 GB", "[2025-03-25 11:01:54 TP0] Load weight"),
+    ("Mar 25 11:01:54 gpu-host python3[4242]: [2025-03-25 11:01:54 TP0] Load weight begin. avail mem=1 GB", "[2025-03-25 11:01:54 TP0] Load"),
+    ("(SchedulerActor pid=48211) [2026-10-01 14:03:05 TP1] Load weight begin. avail mem=78.90 GB", "[2026-10-01 14:03:05 TP1] Load"),
+    ("(SGLangEngine pid=1234, ip=10.0.0.5) [2026-10-01 14:03:05 TP1] Load weight begin. avail mem=78.90 GB", "[2026-10-01 14:03:05 TP1] Load"),
+    ("> [2026-10-01 14:03:05 TP1] Load weight begin. avail mem=78.90 GB", "[2026-10-01 14:03:05 TP1] Load"),
+    ("\x1b[1;33m[2026-10-01 14:03:05 TP1] Load weight begin. avail mem=78.90 GB\x1b[0m", "[2026-10-01 14:03:05 TP1] Load"),
+])
+def test_prefixes_are_removed(raw, expected):
+    out = [t for _, t in Cleaner().run([raw, raw, raw])]
+    assert all(t.startswith(expected) for t in out), out
+
+
+def test_fences_dropped_and_line_numbers_kept():
+    lines = ["```", "[2025-01-01 10:00:00 TP0] Load weight begin. avail mem=1 GB", "```text", "RuntimeError: x", "```"]
+    assert list(Cleaner().run(lines)) == [(2, lines[1]), (4, "RuntimeError: x")]
+
+
+def test_hard_wrapped_paste_is_joined():
+    head = "[2025-01-01 10:00:00 TP0] "
+    wrapped = [head + "a" * 54, "bbbb continues", head + "c" * 54, "dddd", head + "e" * 54, "ffff", head + "short"]
+    c = Cleaner()
+    out = list(c.run(wrapped))
+    assert out[0] == (1, head + "a" * 54 + "bbbb continues")
+    assert c.info.joined == 3
+
+
+def test_tables_are_not_joined():
+    rows = ["+" + "-" * 78 + "+", "| NVIDIA-SMI 525.60.13    Driver Version: 525.60.13    CUDA Version: 12.0".ljust(79) + "|"] * 4
+    assert len(list(Cleaner().run(rows))) == len(rows)
+
+
+# -- SGLang events ----------------------------------------------------------------------------
+
+def test_prefix_ranks_and_milestones_with_memory():
+    p = parse("""[2026-10-01 14:03:05.123 DP1 TP5 EP5] Load weight begin. avail mem=78.90 GB
+[2026-10-01 14:03:41 DP1 TP5 EP5] Load weight end. elapsed=35.92 s, type=Qwen3NextForCausalLM, quant=fp8, avail mem=58.66 GB, mem usage=20.24 GB.
+[2026-10-01 14:03:42 TP0] Mamba Cache is allocated. max_mamba_cache_size: 723, conv_state size: 0.30GB, ssm_state size: 12.73GB 
+[2026-10-01 14:03:42 TP0] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 1265871, K size: 7.24 GB, V size: 7.24 GB
+[2026-10-01 14:03:42 TP0] Memory pool end. avail mem=13.79 GB
+[2026-10-01 14:04:31 TP0] Capture target decode CUDA graph end. bs=[1, 2, 4], elapsed=48.11 s, mem usage=1.38 GB, avail mem=12.41 GB.
+[2026-10-01 14:04:32 TP0] max_total_num_tokens=1265871, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests=241, context_len=262144, available_gpu_mem=12.41 GB
+[2026-10-01 14:04:40] The server is fired up and ready to roll!""")
+    ms = {e.data.get("phase"): e for e in p.events if e.kind == "milestone"}
+    assert ms["load_begin"].rank == "DP1 TP5 EP5" and ms["load_begin"].data["avail_gib"] == 78.90
+    assert ms["load_end"].data["usage_gib"] == 20.24 and ms["load_end"].data["quant"] == "quant=fp8"
+    assert ms["mamba_alloc"].data["size"] == 723 and ms["mamba_alloc"].data["ssm_gib"] == 12.73
+    assert ms["kv_alloc"].data["tokens"] == 1265871 and ms["kv_alloc"].data["k_gib"] == 7.24
+    assert ms["graph_end"].data["usage_gib"] == 1.38
+    cap = next(e for e in p.events if e.kind == "capacity")
+    assert cap.data["max_running_requests"] == 241 and cap.data["available_gpu_mem"] == 12.41
+    assert "ready" in ms
+
+
+def test_mla_kv_line_and_old_formats():
+    p = parse("""[2024-12-13 01:44:59 TP0] Load weight end. type=MistralForCausalLM, dtype=torch.bfloat16, avail mem=9.69 GB
+[2025-01-01 00:00:00 TP0] KV Cache is allocated. #tokens: 1843200, KV size: 30.66 GB
+[gpu_id=0] Memory pool end. avail mem=2.52 GB""")
+    ms = [e.data for e in p.events if e.kind == "milestone"]
+    assert ms[0]["avail_gib"] == 9.69 and ms[0]["usage_gib"] is None
+    assert ms[1]["kv_gib"] == 30.66
+    assert p.events[2].rank == "TP0"
+
+
+def test_batch_lines_become_columns():
+    p = parse("""[2025-01-06 02:58:11 TP0] Decode batch. #running-req: 2, #token: 307481, token usage: 1.00, gen throughput (token/s): 10.92, #queue-req: 0
+[2025-01-06 02:58:19 TP0] Decode batch, #running-req: 40, #full token: 151904, full token usage: 0.12, mamba num: 40, mamba usage: 0.06, cuda graph: True, gen throughput (token/s): 1843.55, #queue-req: 12
+[2025-01-06 02:58:20 TP1] Decode batch, #running-req: 40, #token: 1, token usage: 0.12, cuda graph: True, gen throughput (token/s): 1.00, #queue-req: 12
+[2025-01-06 02:58:21 TP0] Prefill batch, #new-seq: 3, #new-token: 8192, #cached-token: 1024, token usage: 0.12, #running-req: 37, #queue-req: 12, """)
+    b = p.batches
+    assert len(b) == 3  # the TP1 line repeats TP0's view
+    assert list(b.kind) == [1, 1, 0]
+    assert b.tokens[0] == 307481 and b.usage[1] == 0.12 and b.mamba_usage[1] == 0.06 and b.tokens[2] == 8192
+    assert b.ts[1] - b.ts[0] == 8
+    assert p.events == []
+
+
+def test_traceback_with_header_frames_and_exception():
+    p = parse("""[2025-10-01 14:03:42 TP0] Scheduler hit an exception: Traceback (most recent call last):
+  File "/x/sglang/srt/managers/scheduler.py", line 2790, in run_scheduler_process
+    scheduler = Scheduler(
+  File "/x/sglang/srt/model_executor/model_runner_kv_cache_mixin.py", line 540, in init_memory_pool
+    raise RuntimeError(
+RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. Current value: mem_fraction_static=0.6
+
+[2025-10-01 14:03:42] Received sigquit from a child process. It usually means the child failed.""")
+    exc = next(e for e in p.events if e.kind == "exception")
+    assert exc.rank == "TP0" and exc.data["type"] == "RuntimeError"
+    assert [f.func for f in exc.data["frames"]] == ["run_scheduler_process", "init_memory_pool"]
+    assert exc.data["frames"][1].code == "raise RuntimeError("
+    assert not exc.data["partial_head"]
+    assert kinds(p)[-1] == "signal"
+
+
+def test_chained_and_fragment_tracebacks():
+    p = parse("""  File "/x/a.py", line 1, in f
+ValueError: first
+During handling of the above exception, another exception occurred:
+Traceback (most recent call last):
+  File "/x/b.py", line 2, in g
+KeyError: 'second'""")
+    excs = [e for e in p.events if e.kind == "exception"]
+    assert [e.data["type"] for e in excs] == ["ValueError", "KeyError"]
+    assert excs[0].data["partial_head"] and excs[1].data["chained"]
+
+
+def test_cut_traceback_keeps_its_frames():
+    p = parse("""[2025-07-07 19:00:30 DP4 TP4] TpModelWorkerClient hit an exception: Traceback (most recent call last):
+  File "/sgl/python/sglang/srt/model_executor/model_runner.py", line 1199, in forward_extend
+    return self.model.forward(""")
+    cut = next(e for e in p.events if e.kind == "exception")
+    assert cut.data["partial_tail"] and cut.data["frames"][0].func == "forward_extend"
+
+
+def test_multiline_exception_message():
+    p = parse("""torch.distributed.DistNetworkError:
+The server socket has failed to listen on any local network address.
+code: -98,
+name: EADDRINUSE,""")
+    exc = next(e for e in p.events if e.kind == "exception")
+    assert "EADDRINUSE" in exc.data["message"] and exc.end_line == 4
+
+
+def test_oom_numbers_new_and_old_wording():
+    new = parse_oom_numbers("CUDA out of memory. Tried to allocate 26.00 MiB. GPU 1 has a total capacity of 15.77 GiB of which 44.44 MiB "
+                            "is free. Process 4312 has 1.50 GiB memory in use. Including non-PyTorch memory, this process has 14.05 GiB "
+                            "memory in use. Of the allocated memory 13.64 GiB is allocated by PyTorch, with 34.50 MiB allocated in private "
+                            "pools (e.g., CUDA Graphs), and 67.23 MiB is reserved by PyTorch but unallocated.")
+    assert new["gpu"] == 1 and new["total_gib"] == 15.77 and abs(new["tried_gib"] - 26 / 1024) < 1e-9
+    assert abs(new["free_gib"] - 44.44 / 1024) < 1e-9 and new["this_process_gib"] == 14.05
+    assert new["processes"] == [{"pid": 4312, "used_gib": 1.5}]
+    assert new["allocated_gib"] == 13.64 and abs(new["private_pools_gib"] - 34.5 / 1024) < 1e-9
+    old = parse_oom_numbers("CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 15.78 GiB total capacity; 14.56 GiB already "
+                            "allocated; 3.19 MiB free; 14.62 GiB reserved in total by PyTorch)")
+    assert old["total_gib"] == 15.78 and old["allocated_gib"] == 14.56 and old["reserved_gib"] == 14.62
+
+
+def test_sglang_kv_allocator_messages_are_not_device_ooms():
+    p = parse("[2025-05-01 12:00:00 TP0] Prefill out of memory. Try to lower your batch size.")
+    assert "oom" not in kinds(p)
+
+
+def test_signals_and_argparse():
+    p = parse("""launch_server.py: error: unrecognized arguments: --reasoning_parser kimi_k2
+RuntimeError: Rank 0 scheduler died during initialization (exit code: -9). If exit code is -9 (SIGKILL), a common cause is the OS OOM killer.
+Killed""")
+    assert kinds(p)[0] == "argparse"
+    assert p.events[-1].data["signal"] == "killed"
+
+
+# -- versions ---------------------------------------------------------------------------------
+
+def test_version_named_outright():
+    for text, v in [("pip: sglang==0.5.5", "0.5.5"), ("image lmsysorg/sglang:v0.5.10.post1-cu129", "0.5.10.post1"),
+                    ("SGLang v0.5.13 ready", "0.5.13")]:
+        assert DV.explicit_version(text) == v
+    assert DV.explicit_version("sglang-router 0.2.1") is None
+
+
+def test_version_from_templates_intersects():
+    ranges = [(1, r) for text in ["[x TP0] Load weight end. elapsed=35.92 s, type=X, avail mem=1 GB, mem usage=2 GB.",
+                                  "[x TP0] KV Cache is allocated. #tokens: 10, K size: 1 GB, V size: 1 GB"]
+              for r in DV.template_ranges(text)]
+    rng, lines, note = DV.combine([], ranges)
+    assert (rng.low, rng.high) == ("0.5.10", "0.5.12") and not note
+
+
+def test_catalog_for_unknown_and_in_between_versions():
+    assert F.for_version(None).versions == [F.newest()]
+    assert F.for_version("0.5.17").versions == ["0.5.14", "0.5.19"]
+    assert F.for_version("0.5.10.post1").versions == ["0.5.10"]
+    assert F.for_version(VersionRange(low="0.5.10", high="0.5.13")).versions == ["0.5.10", "0.5.11", "0.5.12", "0.5.13"]
+
+
+# -- launch commands and server_args -------------------------------------------------------------
+
+def test_launch_command_parsing_like_argparse():
+    cat = F.for_version("0.5.10")
+    cmd = parse_launch("CUDA_VISIBLE_DEVICES=0,1 SGLANG_ENABLE_SPEC_V2=1 python3 -m sglang.launch_server --model-path /m "
+                       "--tp 2 --mem-fraction 0.8 --enable-torch-compile --json-model-override-args '{\"a\": 1}' "
+                       "--reasoning_parser qwen3 2>&1 | tee log", cat)
+    assert cmd.env == {"CUDA_VISIBLE_DEVICES": "0,1", "SGLANG_ENABLE_SPEC_V2": "1"}
+    assert cmd.flags["--tp-size"] == "2" and cmd.flags["--mem-fraction-static"] == "0.8"
+    assert cmd.flags["--enable-torch-compile"] is True
+    kinds_ = {p.kind for p in cmd.problems}
+    assert {"abbreviation", "unknown_flag"} <= kinds_
+
+
+def test_server_args_dump_both_styles_and_cut():
+    old = parse_server_args("ServerArgs(model_path='/m', mem_fraction_static=0.824, tp_size=4, mamba_scheduler_strategy='no_buffer', x=Obj(1))")
+    assert old["mem_fraction_static"] == 0.824 and old["x"] == "Obj(1)"
+    new = parse_server_args("{'model_path': '/m', 'mem_fraction_static': 0.907, 'cuda_graph_config': {'decode': {'max_bs': 8}}}")
+    assert new["cuda_graph_config"]["decode"]["max_bs"] == 8
+    cut = parse_server_args("ServerArgs(model_path='/m', tp_size=4, mem_frac")
+    assert cut == {"model_path": "/m", "tp_size": 4}
+    flags = server_args_to_flags(old, F.for_version("0.5.10"))
+    assert flags["--mem-fraction-static"] == 0.824 and flags["--mamba-scheduler-strategy"] == "no_buffer"
