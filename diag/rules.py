@@ -85,12 +85,10 @@ def rules_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "rules"
 
 
-def required_literals(src: str) -> list[str] | None:
-    """Literal substrings one of which any match must contain (a cheap pre-check), or None."""
-    if src.startswith("(?i)") or "(?i" in src:
-        return None
+def _split_alternatives(src: str) -> list[str]:
+    """Top-level '|' alternatives of a regex."""
     alts, cur, depth, in_class, i = [], [], 0, False, 0
-    while i < len(src):  # split on top-level '|'
+    while i < len(src):
         c = src[i]
         if c == "\\" and i + 1 < len(src):
             cur.append(src[i:i + 2])
@@ -105,42 +103,74 @@ def required_literals(src: str) -> list[str] | None:
         elif c == ")":
             depth -= 1
         elif c == "|" and depth == 0:
-            alts.append(cur)
+            alts.append("".join(cur))
             cur = []
             i += 1
             continue
         cur.append(c)
         i += 1
-    alts.append(cur)
-    out = []
-    for tokens in alts:
-        best, run, depth, in_class = "", "", 0, False
-        for j, tok in enumerate(tokens):
-            nxt = tokens[j + 1] if j + 1 < len(tokens) else ""
-            optional = nxt[:1] in ("?", "*", "{")
-            if in_class:
-                in_class = tok != "]"
-                continue
-            lit = None
-            if tok == "[":
-                in_class = True
-            elif tok == "(":
-                depth += 1
-            elif tok == ")":
-                depth -= 1
-            elif depth == 0 and len(tok) == 2 and tok[0] == "\\" and not tok[1].isalnum():
-                lit = tok[1]
-            elif depth == 0 and len(tok) == 1 and tok not in ".^$*+?{}|":
-                lit = tok
-            if lit is not None and not optional:
-                run += lit
-            else:
-                best = max(best, run, key=len)
-                run = ""
-        best = max(best, run, key=len)
-        if len(best) < 4:
+    alts.append("".join(cur))
+    return alts
+
+
+def _whole_group(alt: str) -> str | None:
+    """The inside of an alternative that is one group, '(?P<n>…)' or '(?:…)', else None."""
+    m = re.match(r"^\((?:\?P<\w+>|\?:)?(.*)\)$", alt)
+    if not m:
+        return None
+    inner, depth = m[1], 0
+    for k, c in enumerate(inner):  # the closing paren must be the group's own
+        depth += (c == "(") - (c == ")")
+        if depth < 0:
             return None
-        out.append(best)
+    return inner
+
+
+def _longest_literal(alt: str) -> str:
+    tokens = re.findall(r"\\.|.", alt, re.S)
+    best, run, depth, in_class = "", "", 0, False
+    for j, tok in enumerate(tokens):
+        nxt = tokens[j + 1] if j + 1 < len(tokens) else ""
+        optional = nxt[:1] in ("?", "*", "{")
+        if in_class:
+            in_class = tok != "]"
+            continue
+        lit = None
+        if tok == "[":
+            in_class = True
+        elif tok == "(":
+            depth += 1
+        elif tok == ")":
+            depth -= 1
+        elif depth == 0 and len(tok) == 2 and tok[0] == "\\" and not tok[1].isalnum():
+            lit = tok[1]
+        elif depth == 0 and len(tok) == 1 and tok not in ".^$*+?{}|":
+            lit = tok
+        if lit is not None and not optional:
+            run += lit
+        else:
+            best = max(best, run, key=len)
+            run = ""
+    return max(best, run, key=len)
+
+
+def required_literals(src: str) -> list[str] | None:
+    """Literal substrings one of which any match must contain (a cheap pre-check), or None."""
+    if "(?i" in src:
+        return None
+    out: list[str] = []
+    for alt in _split_alternatives(src):
+        inner = _whole_group(alt)
+        if inner is not None:
+            sub = required_literals(inner)
+            if sub is None:
+                return None
+            out.extend(sub)
+            continue
+        lit = _longest_literal(alt)
+        if len(lit) < 4:
+            return None
+        out.append(lit)
     return out
 
 
@@ -199,10 +229,14 @@ class LineMatcher:
                 for i, p in enumerate(getattr(r, group)):
                     self.table.append((r.id, group, i, p))
         self.hits: dict[tuple[str, str, int], list[Hit]] = {}
+        literals = sorted({lit for *_, p in self.table for lit in (p.literals or [])}, key=len, reverse=True)
+        self._any_literal = re.compile("|".join(re.escape(x) for x in literals) or "(?!)")
+        self._always = [row for row in self.table if row[3].literals is None]
 
     def scan(self, input_index: int, lineno: int, text: str, msg: str) -> bool:
         found = False
-        for rid, group, i, p in self.table:
+        table = self.table if self._any_literal.search(msg) else self._always
+        for rid, group, i, p in table:
             m = p.search(msg)
             if m:
                 bucket = self.hits.setdefault((rid, group, i), [])

@@ -130,19 +130,35 @@ class BatchSeries:
 
 
 NAN = float("nan")
-_KEYVAL = re.compile(r"(#?[A-Za-z][\w ()/.-]*?): (-?\d+(?:\.\d+)?|True|False)")
+
+
+_DAY_CACHE: dict[str, float] = {}
 
 
 def _ts_seconds(ts: str | None) -> float:
+    """'2025-01-06 02:58:11(.123)' -> seconds since the epoch (UTC); nan when absent or odd."""
     if not ts:
         return NAN
-    try:  # "2025-01-06 02:58:11(.123)" -> seconds; days via a simple day count is enough for ordering/durations
-        y, mo, d = int(ts[0:4]), int(ts[5:7]), int(ts[8:10])
-        h, mi, s = int(ts[11:13]), int(ts[14:16]), float(ts[17:].replace(",", ".") or 0)
+    day = ts[:10]
+    base = _DAY_CACHE.get(day)
+    try:
+        if base is None:
+            import datetime
+            base = datetime.datetime(int(day[0:4]), int(day[5:7]), int(day[8:10]), tzinfo=datetime.timezone.utc).timestamp()
+            _DAY_CACHE[day] = base
+        return base + int(ts[11:13]) * 3600 + int(ts[14:16]) * 60 + float(ts[17:].replace(",", ".") or 0)
     except ValueError:
         return NAN
-    import datetime
-    return datetime.datetime(y, mo, d, tzinfo=datetime.timezone.utc).timestamp() + h * 3600 + mi * 60 + s
+
+
+def _batch_fields(msg: str) -> dict[str, str]:
+    """'Decode batch, #running-req: 2, token usage: 0.4, …' -> {'#running-req': '2', 'token usage': '0.4', …}"""
+    out = {}
+    for part in msg.split(", "):
+        key, sep, value = part.rpartition(": ")
+        if sep:
+            out[key.rsplit(". ", 1)[-1]] = value.rstrip(", ")
+    return out
 
 
 class LogParser:
@@ -444,7 +460,7 @@ class LogParser:
             self.batches.rank = rank
         if (rank or "") != self._batch_rank:
             return  # one rank's view is enough; others repeat it
-        vals = dict(_KEYVAL.findall(msg))
+        vals = _batch_fields(msg)
         b = self.batches
         decode = msg.startswith("Decode")
         b.kind.append(1 if decode else 0)
@@ -517,7 +533,10 @@ def _f(v: str | None) -> float:
         return NAN
     if v in ("True", "False"):
         return 1.0 if v == "True" else 0.0
-    return float(v)
+    try:
+        return float(v.rstrip("%"))
+    except ValueError:
+        return NAN
 
 
 def _graph_role(msg: str) -> str:
