@@ -73,8 +73,8 @@ def conflicts(flags: dict, env: dict, cat: F.Catalog, model=None) -> list[Confli
             fix = [{"flag": strat_flag, "value": "extra_buffer", "why": "per-request state buffers make spec decoding safe with radix cache"}]
             if _in(cat, "0.5.10", "0.5.10"):
                 fix.append({"env": "SGLANG_ENABLE_SPEC_V2", "value": "1", "why": "extra_buffer with spec decoding needs the v2 worker in 0.5.10"})
-            out.append(Conflict("error", f"Speculative decoding with the radix cache is refused for {model.architecture} under no_buffer "
-                                         f"('{strategy}' resolves to no_buffer in 0.5.10–0.5.13).",
+            why = " (auto resolves to no_buffer in 0.5.10–0.5.13)" if strategy == "auto" else ""
+            out.append(Conflict("error", f"Speculative decoding with the radix cache is refused for {model.architecture} under no_buffer{why}.",
                                 ["--speculative-algorithm", strat_flag], fix + [
                                     {"flag": "--disable-radix-cache", "why": "alternative: no prefix caching"}], "sglang-errors.md §3.1"))
         elif _in(cat, "0.5.9", "0.5.9"):
@@ -168,7 +168,11 @@ def lint_command(argv: list[str], sglang_version: str | None, model_name: str | 
     except ImportError:
         model = None
     found = problems_of(cmd) + [c.to_json() for c in conflicts(cmd.flags, cmd.env, cat, model)]
-    return {"sglang_version": cat.label, "version_note": cat.note, "model": getattr(model, "name", None),
+    note = (f"Checked against SGLang {cat.label}." if sglang_version else
+            f"No --sglang-version given: checked against the newest known SGLang ({cat.label}).")
+    if sglang_version and cat.note and cat.note != f"SGLang {sglang_version}":
+        note += f" {cat.note}."
+    return {"sglang_version": cat.label, "version_note": note, "model": getattr(model, "name", None),
             "flags": {k: v for k, v in cmd.flags.items()}, "env": cmd.env, "problems": found}
 
 
@@ -176,7 +180,7 @@ def render_lint(result: dict, fmt: str = "text") -> str:
     if fmt == "json":
         import json
         return json.dumps(result, indent=2, default=str)
-    lines = [f"SGLang {result['sglang_version']} — {result['version_note']}"]
+    lines = [result["version_note"]]
     if result.get("model"):
         lines.append(f"model: {result['model']}")
     probs = result["problems"]
@@ -185,7 +189,7 @@ def render_lint(result: dict, fmt: str = "text") -> str:
     for p in probs:
         mark = {"error": "✖", "critical": "✖", "warning": "▲"}.get(p["severity"], "•")
         lines.append(f"{mark} {p['severity']:<7} {p['message']}")
-        if p.get("suggestion"):
+        if p.get("suggestion") and p["suggestion"] not in p["message"]:
             lines.append(f"          did you mean: {p['suggestion']}" if p["kind"] in ("unknown_flag", "renamed", "ambiguous", "abbreviation")
                          else f"          suggestion: {p['suggestion']}")
         for fx in p.get("fix") or []:

@@ -163,7 +163,7 @@ def test_rules_list_and_show():
 
 
 @pytest.mark.parametrize("argv,needle", [
-    (["--mem-fration-static", "0.8"], "did you mean: --mem-fraction-static"),
+    (["--mem-fration-static", "0.8"], "did you mean --mem-fraction-static?"),
     (["--reasoning_parser", "qwen3"], "--reasoning-parser"),
     (["--kv-cache-dtype", "fp9"], "invalid choice: 'fp9'"),
 ])
