@@ -35,7 +35,7 @@ COMPOSE = re.compile(r"^([A-Za-z0-9][\w.-]*?)(?:[-_]\d+)?\s+\|\s?")
 # Where a new log record starts (a wrapped continuation never starts like this).
 RECORD_START = re.compile(
     r"^(?:\[\d{4}-\d\d-\d\d|\[(?:gpu|gpu_id|rank|TP|DP)\S*\]|Traceback |\s+File \"|During handling|The above exception"
-    r"|[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b|INFO|WARNING|ERROR|DEBUG|CRITICAL|\d{4}-\d\d-\d\d|[|+<])")
+    r"|(?:[A-Za-z_][\w.]*)?(?:Error|Exception|Exit|Interrupt)\b|INFO|WARNING|ERROR|DEBUG|CRITICAL|\d{4}-\d\d-\d\d|[|+<])")
 
 
 @dataclass
@@ -78,15 +78,33 @@ def _common_literal_prefix(lines: list[str]) -> str | None:
     return prefix
 
 
-def _wrap_width(lines: list[str]) -> int | None:
-    """The width a paster hard-wrapped at: many lines of exactly the maximum length."""
-    lengths = [len(l) for l in lines if l]
-    if len(lengths) < 4:
+def _mid_token(prev: str, nxt: str) -> bool:
+    """The break falls inside a word, a flag or a number, or right at a space — as a hard wrap does."""
+    a, b = prev[-1:], nxt[:1]
+    if not a or not b or (a == " " and b == " "):
+        return False
+    if b == " " and not nxt[1:2].isalnum():
+        return False
+    return (a.isalnum() or a in " ,;:-_/=") and (b.isalnum() or b in " -_/=")
+
+
+def _wrap_width(lines: list[str], starts_record) -> int | None:
+    """The width a paster hard-wrapped at: lines of exactly the maximum length that are followed
+    by the rest of themselves (a line that does not start a record, often cut mid-word)."""
+    lengths = [len(l) for l in lines]
+    if len(lengths) < 2:
         return None
     top = max(lengths)
-    if top < 60 or lengths.count(top) < 3:
+    if top < 60:
         return None
-    return top if lengths.count(top) >= 0.2 * len(lengths) else None
+    full = [i for i, n in enumerate(lengths) if n >= top - 1 and i + 1 < len(lines)]
+    if not full:
+        return None
+    follows = [i for i in full if lines[i + 1] and not starts_record(lines[i + 1])]
+    mid_word = [i for i in follows if _mid_token(lines[i], lines[i + 1])]
+    if len(full) >= 3 and len(follows) >= 0.6 * len(full):
+        return top
+    return top if mid_word and len(mid_word) == len(full) else None
 
 
 class Cleaner:
@@ -145,40 +163,52 @@ class Cleaner:
         return line
 
     def run(self, lines: Iterable[str]) -> Iterator[tuple[int, str]]:
-        """(original line number, cleaned text) for every content line."""
+        """(original line number, cleaned text) for every content line.
+
+        Wrapped pastes are joined on the raw lines (the paster's terminal wrapped the text
+        with its prefixes), then the joined line is cleaned.
+        """
         it = iter(lines)
         sample: list[str] = []
         for raw in it:
             sample.append(_strip_ansi(raw))
             if len(sample) >= SAMPLE:
                 break
-        self._learn([l for l in sample if not FENCE.match(l)])
-        cleaned_sample = [self.clean_line(l) for l in sample]
-        width = None if self.light else _wrap_width([c for c in cleaned_sample if c is not None])
+        content = [l for l in sample if not FENCE.match(l)]
+        self._learn(content)
+        width = None if self.light else _wrap_width(content, self._starts_record)
         self.info.wrap_width = width
 
-        def numbered() -> Iterator[tuple[int, str | None]]:
-            for i, c in enumerate(cleaned_sample, 1):
-                yield i, c
-            n = len(cleaned_sample)
+        def raw_lines() -> Iterator[tuple[int, str]]:
+            yield from enumerate(sample, 1)
+            n = len(sample)
             for raw in it:
                 n += 1
-                yield n, self.clean_line(raw)
+                yield n, _strip_ansi(raw)
 
         pending: tuple[int, str] | None = None
         last_len = 0  # length of the last physical line inside `pending`
-        for lineno, text in numbered():
-            if text is None:
-                self.info.dropped += 1
-                continue
+        for lineno, raw in raw_lines():
             if pending is not None:
-                if width and last_len >= width and text and not RECORD_START.match(text) \
-                        and not pending[1].endswith(("|", "+", ">")):
-                    pending = (pending[0], pending[1] + text)
-                    last_len = len(text)
+                if width and last_len >= width - 1 and raw and not self._starts_record(raw) \
+                        and not pending[1].rstrip().endswith(("|", "+", ">")):
+                    pending = (pending[0], pending[1] + raw)
+                    last_len = len(raw)
                     self.info.joined += 1
                     continue
-                yield pending
-            pending, last_len = (lineno, text), len(text)
+                yield from self._emit(pending)
+            pending, last_len = (lineno, raw), len(raw)
         if pending is not None:
-            yield pending
+            yield from self._emit(pending)
+
+    def _starts_record(self, raw: str) -> bool:
+        """A line that begins a new log record: it carries a learned prefix or a record start."""
+        cleaned = self.clean_line(raw)
+        return cleaned is None or cleaned != raw or bool(RECORD_START.match(raw))
+
+    def _emit(self, item: tuple[int, str]) -> Iterator[tuple[int, str]]:
+        text = self.clean_line(item[1])
+        if text is None:
+            self.info.dropped += 1
+            return
+        yield item[0], text

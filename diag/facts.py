@@ -146,9 +146,7 @@ def _versions(f: Facts, parsers, explicit, override) -> None:
         ranges = []
         texts = [(e.line, e.text) for e in f.events if e.text]
         texts += [(e.line, e.data.get("message", "")) for e in f.events if e.kind in ("exception", "argparse")]
-        for p in parsers:
-            if len(p.batches):
-                texts.append((p.batches.line[0], p.context.get(p.batches.line[0], "")))
+        texts += [p.first_batch for p in parsers if p.first_batch]
         for line, text in texts:
             for r in DV.template_ranges(text):
                 ranges.append((line, r))

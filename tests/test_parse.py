@@ -257,3 +257,30 @@ def test_server_args_dump_both_styles_and_cut():
     assert cut == {"model_path": "/m", "tp_size": 4}
     flags = server_args_to_flags(old, F.for_version("0.5.10"))
     assert flags["--mem-fraction-static"] == 0.824 and flags["--mamba-scheduler-strategy"] == "no_buffer"
+
+
+# -- pastes hard-wrapped by a terminal or mail client --------------------------------------------
+
+CORPUS = sorted((__import__("pathlib").Path(__file__).parent / "data" / "sglang").glob("*.log"))
+
+
+def _wrap(text: str, width: int) -> str:
+    out = []
+    for line in text.splitlines():
+        while len(line) > width:
+            out.append(line[:width])
+            line = line[width:]
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=lambda p: p.name[:3])
+def test_wrapped_paste_gives_the_same_answer(path, tmp_path):
+    from diag.analyze import analyze
+    base = analyze([str(path)])
+    assert not any("joined" in n for n in base.inputs[0].notes), "an unwrapped log must not be joined"
+    for width in (60, 80, 120, 200):
+        f = tmp_path / f"w{width}.log"
+        f.write_text(_wrap(path.read_text(), width))
+        wrapped = analyze([str(f)])
+        assert [x.category for x in wrapped.findings[:1]] == [x.category for x in base.findings[:1]], width

@@ -183,6 +183,7 @@ class LogParser:
         self.ranks: set[str] = set()
         self.last_line_text = ""
         self.last_msg = ""
+        self.first_batch: tuple[int, str] | None = None   # kept for version detection
         self._recent: deque[tuple[int, str]] = deque(maxlen=self.CONTEXT_BEFORE)
         self._tail: deque[tuple[int, str]] = deque(maxlen=self.TAIL)
         self._keep_after = 0
@@ -458,6 +459,7 @@ class LogParser:
         if self._batch_rank is None:
             self._batch_rank = rank or ""
             self.batches.rank = rank
+            self.first_batch = (lineno, msg)
         if (rank or "") != self._batch_rank:
             return  # one rank's view is enough; others repeat it
         vals = _batch_fields(msg)
