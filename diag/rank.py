@@ -6,6 +6,8 @@ likely root cause first, symptoms of it folded in as evidence.
 """
 from __future__ import annotations
 
+import re
+
 from .remedies import REMEDIES
 from .report import Evidence, Finding, Fix, Report
 from .rules import Context, fill
@@ -47,6 +49,7 @@ def _complete(ctx: Context, facts) -> bool:
     finding.summary = fill(finding.summary, ctx.values)
     finding.explanation = fill(finding.explanation, ctx.values)
     _check_fixes(finding, facts)
+    _renumber_options(finding)
     _partial_evidence(finding, facts)
     finding.evidence.sort(key=lambda e: (e.role != "trigger", e.input, e.line))
     unique: dict = {}
@@ -89,6 +92,20 @@ def _check_fixes(finding: Finding, facts) -> None:
         else:
             out.append(fix)
     finding.fix = out
+
+
+def _renumber_options(finding: Finding) -> None:
+    """Options numbered 1, 2, … in their order (some may have been dropped for the version)."""
+    used = sorted({f.option for f in finding.fix} | {o["option"] for o in finding.options if o.get("option") in {f.option for f in finding.fix}})
+    new = {old: i for i, old in enumerate(used, 1)}
+    for f in finding.fix:
+        f.option = new[f.option]
+    finding.options = [dict(o, option=new[o["option"]]) for o in finding.options if o.get("option") in new]
+    for i, text in enumerate(finding.fix_other):
+        m = re.match(r"option (\d+): ", text)
+        if m:
+            n = new.get(int(m[1]))
+            finding.fix_other[i] = f"option {n}: {text[m.end():]}" if n else text[m.end():]
 
 
 def _partial_evidence(finding: Finding, facts) -> None:

@@ -775,8 +775,8 @@ def context_length(ctx: Context):
     limited_by_pool = bool(v.get("max")) and (ctl is None or mx < ctl - 10)
     if limited_by_pool:
         v["context_sentence"] = (f"A request of {n:,} tokens exceeds the {mx:,} tokens one request can use. "
-                                 + (f"--context-length is {ctl:,}, but " if ctl else "")
-                                 + "the limit is the KV cache pool: one sequence's KV must fit in it"
+                                 + (f"--context-length is {ctl:,}, but the limit" if ctl else "The limit")
+                                 + " is the KV cache pool: one sequence's KV must fit in it"
                                  + (f" ({pool:,} tokens)" if pool else "") + ".")
         kv = facts.flag("--kv-cache-dtype")
         if kv in (None, "auto", "bf16", "bfloat16"):
