@@ -57,4 +57,8 @@ class VersionRange:
         high = min(highs, key=key) if highs else None
         if low and high and key(low) > key(high):
             return None
-        return VersionRange(low=low, high=high, source="; ".join(s for s in (self.source, other.source) if s))
+        sources = []
+        for part in "; ".join(x for x in (self.source, other.source) if x).split("; "):
+            if part and part not in sources:
+                sources.append(part)
+        return VersionRange(low=low, high=high, source="; ".join(sources))
