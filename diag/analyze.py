@@ -75,6 +75,8 @@ def _read_log(index: int, opened: Opened, info: InputInfo, matcher: R.LineMatche
         info.bytes = chars
     if cleaner.info.removed:
         info.notes.append("removed: " + ", ".join(cleaner.info.removed))
+    if cleaner.info.split:
+        info.notes.append(f"split {cleaner.info.split} log record(s) that the paste had run together on one line")
     if cleaner.info.joined:
         info.notes.append(f"joined {cleaner.info.joined} line(s) the paste had wrapped at {cleaner.info.wrap_width} characters")
     return parser

@@ -31,6 +31,10 @@ MAJORITY = [
     ("journald", re.compile(r"^[A-Z][a-z]{2}\s+\d{1,2}\s\d\d:\d\d:\d\d\s\S+\s[^\s:\[]+(?:\[\d+\])?:\s")),
     ("srun-label", re.compile(r"^\s{0,3}\d{1,4}:\s")),
 ]
+# A record prefix in the middle of a line: the paste lost its newlines (chat clients, flattened JSON)
+EMBEDDED_RAY = re.compile(r" \((?:[A-Za-z_][\w.]*\s+)?pid=\d+(?:,\s*ip=[0-9A-Fa-f.:]+)?\)\s?")
+EMBEDDED_SGLANG = re.compile(r" (?=\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?(?: [A-Z_]+\d+)*\] )")
+SGLANG_START = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
 COMPOSE = re.compile(r"^([A-Za-z0-9][\w.-]*?)(?:[-_]\d+)?\s+\|\s?")
 # Where a new log record starts (a wrapped continuation never starts like this).
 RECORD_START = re.compile(
@@ -43,6 +47,7 @@ class Cleaning:
     """What the cleaner decided, for the report's input notes."""
     removed: list[str] = field(default_factory=list)
     joined: int = 0
+    split: int = 0
     wrap_width: int | None = None
     dropped: int = 0
 
@@ -207,8 +212,18 @@ class Cleaner:
         return cleaned is None or cleaned != raw or bool(RECORD_START.match(raw))
 
     def _emit(self, item: tuple[int, str]) -> Iterator[tuple[int, str]]:
-        text = self.clean_line(item[1])
-        if text is None:
-            self.info.dropped += 1
-            return
-        yield item[0], text
+        raw = item[1]
+        parts = EMBEDDED_RAY.split(raw) if EMBEDDED_RAY.search(raw) else [raw]
+        out = []
+        for part in parts:
+            text = self.clean_line(part)
+            if text is None:
+                self.info.dropped += 1
+                continue
+            if SGLANG_START.match(text) and EMBEDDED_SGLANG.search(text):
+                out.extend(EMBEDDED_SGLANG.split(text))
+            else:
+                out.append(text)
+        self.info.split += max(0, len(out) - 1)
+        for text in out:
+            yield item[0], text

@@ -50,8 +50,21 @@ TEMPLATES: list[tuple[re.Pattern, str | None, str | None, str]] = [
     (re.compile(r"Not enough GPU memory for hybrid \(mamba/linear-attention\) state cache"), "0.5.13", None, "Not enough GPU memory for hybrid state cache"),
     (re.compile(r"is deprecated and will be removed in a future release\. Use"), "0.5.14", None, "deprecation warning of 0.5.14+"),
     (re.compile(r"^\[(?:gpu_id|gpu)=\d+\]"), None, "0.3.99", "[gpu_id=N] line prefix (0.2/0.3 era)"),
-    (re.compile(r"^sglang serve: error:"), "0.5.10", None, "argparse prog 'sglang serve'"),
-    (re.compile(r"^launch_server\.py: error:"), None, "0.5.9", "argparse prog launch_server.py"),
+    (re.compile(r"^\s*sglang serve: error:"), "0.5.10", None, "argparse prog 'sglang serve'"),
+    (re.compile(r"^\s*launch_server\.py: error:"), None, "0.5.9", "argparse prog launch_server.py"),
+    (re.compile(r"set --cuda-graph-max-bs to a smaller value|disable torch compile by not using --enable-torch-compile"),
+     None, "0.5.13", "CUDA graph failure advice naming --cuda-graph-max-bs"),
+    (re.compile(r"set --cuda-graph-max-bs-decode to a smaller value"), "0.5.14", None, "CUDA graph failure advice naming --cuda-graph-max-bs-decode"),
+    # source files named in tracebacks (sglang-logs.md / sglang-memory.md source locations)
+    (re.compile(r"model_executor/model_runner_kv_cache_mixin\.py"), "0.5.7", "0.5.14", "traceback file model_runner_kv_cache_mixin.py"),
+    (re.compile(r"mem_cache/kv_cache_configurator\.py|model_runner_components/|distributed/bootstrap\.py|arg_groups/memory_hook\.py"),
+     "0.5.19", None, "traceback file of the 0.5.19+ layout"),
+    (re.compile(r"model_executor/pool_configurator\.py"), "0.5.11", None, "traceback file pool_configurator.py"),
+    (re.compile(r"managers/scheduler_metrics_mixin\.py"), "0.4.10.post2", "0.5.9", "traceback file managers/scheduler_metrics_mixin.py"),
+    (re.compile(r"managers/scheduler_components/|srt/arg_groups/"), "0.5.13", None, "traceback file of the 0.5.13+ layout"),
+    (re.compile(r"model_executor/runner/decode_cuda_graph_runner\.py"), "0.5.14", None, "traceback file runner/decode_cuda_graph_runner.py"),
+    (re.compile(r"model_executor/cuda_graph_runner\.py"), None, "0.5.13", "traceback file model_executor/cuda_graph_runner.py"),
+    (re.compile(r"sglang/srt/utils\.py"), None, "0.4.10.post2", "traceback file srt/utils.py (before utils/ became a package)"),
 ]
 
 

@@ -147,14 +147,43 @@ def _versions(f: Facts, parsers, explicit, override) -> None:
         texts = [(e.line, e.text) for e in f.events if e.text]
         texts += [(e.line, e.data.get("message", "")) for e in f.events if e.kind in ("exception", "argparse")]
         texts += [p.first_batch for p in parsers if p.first_batch]
+        texts += [(e.line, fr.file) for e in f.events if e.kind == "exception" for fr in e.data.get("frames") or []]
         for line, text in texts:
             for r in DV.template_ranges(text):
                 ranges.append((line, r))
+        usage = _version_from_usage(f)
+        if usage:
+            ranges.append((0, usage))
         f.version, f.version_lines, f.version_note = DV.combine(explicit, ranges)
+        if f.version.describe() == "unknown":
+            f.version = _version_from_command(f) or f.version
     f.catalog = F.for_version(f.version if f.version.describe() != "unknown" else None)
     for e in f.events:
         if e.kind == "version":
             f.components[e.data["component"]] = e.data["version"]
+
+
+def _version_from_usage(f: Facts) -> VersionRange | None:
+    """argparse's usage block lists every flag of the installed release."""
+    usage = next((e for e in f.events if e.kind == "argparse" and e.data.get("usage_flags")), None)
+    best = F.versions_matching_usage(usage.data["usage_flags"]) if usage else []
+    if not best:
+        return None
+    return VersionRange(low=best[0], high=best[-1], source="the flags argparse's usage message lists")
+
+
+def _version_from_command(f: Facts) -> VersionRange | None:
+    """With no other evidence, the versions that accept every flag of the logged launch command."""
+    if any(e.kind == "argparse" for e in f.events):
+        return None  # the command was rejected: its flags say nothing about the version
+    launch = next((e for e in f.events if e.kind == "launch"), None)
+    if launch is None:
+        return None
+    names = [t.split("=", 1)[0] for t in split_command(launch.data["command"]) if re.match(r"^--[\w-]+$", t.split("=", 1)[0])]
+    best = F.versions_best_accepting(names)
+    if not best:
+        return None
+    return VersionRange(low=best[0], high=best[-1], source="the versions whose parser accepts the most flags of the logged launch command")
 
 
 def _flags(f: Facts, launch_text: str | None) -> None:

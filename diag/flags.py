@@ -41,6 +41,26 @@ RENAMES = {
 }
 
 
+# Flags people carry over from other servers (vLLM) or from SGLang releases older than the
+# catalog, and what SGLang calls the same setting. None: SGLang has no such setting (drop it).
+FOREIGN: dict[str, str | None] = {
+    "--gpu-memory-utilization": "--mem-fraction-static",
+    "--max-model-len": "--context-length",
+    "--max-num-seqs": "--max-running-requests",
+    "--max-num-batched-tokens": "--max-prefill-tokens",
+    "--enforce-eager": "--disable-cuda-graph",
+    "--block-size": "--page-size",
+    "--speculative-model": "--speculative-draft-model-path",
+    "--num-speculative-tokens": "--speculative-num-draft-tokens",
+    "--enable-reasoning": "--reasoning-parser",
+    "--enable-prefix-caching": None,      # SGLang's radix cache is on by default
+    "--use-v2-block-manager": None,
+    "--swap-space": None,
+    "--disable-log-requests": None,
+    "--ngram-prompt-lookup-max": None,
+}
+
+
 @lru_cache(maxsize=1)
 def _data() -> dict:
     return json.loads(DATA.read_text())
@@ -145,6 +165,14 @@ class Catalog:
         """ServerArgs field name -> flag name (server_args dumps use field names)."""
         return self._dest.get(dest)
 
+    def other_spellings(self, name: str) -> list[str]:
+        """The other names (primary and aliases) this version accepts for the same flag."""
+        if name not in self._common:
+            return []
+        primary, d = self._accepted[-1][name]
+        names = [primary] + list(d.get("aliases", []))
+        return [n for n in names if n != name and n in self._common]
+
     def all_flags(self) -> list[str]:
         return sorted(self._common)
 
@@ -153,9 +181,12 @@ class Catalog:
         return sorted(n for n in self.all_flags() if n.startswith(prefix))
 
     def did_you_mean(self, name: str, limit: int = 3) -> list[str]:
-        """Closest flag names: dash/underscore spelling, renames, then edit distance."""
+        """Closest flag names: another server's name for it, dash/underscore spelling, renames, edit distance."""
         base = name.split("=", 1)[0]
         candidates = []
+        foreign = FOREIGN.get(base)
+        if foreign and self.translate_name(foreign):
+            candidates.append(self.translate_name(foreign))
         dashed = "--" + base.lstrip("-").replace("_", "-").lower()
         if self.has(dashed):
             candidates.append(self.primary(dashed) or dashed)
@@ -255,6 +286,37 @@ def _accepted(vi: int) -> dict[str, tuple[str, dict]]:
         for a in d.get("aliases", []):
             out.setdefault(a, (primary, d))
     return out
+
+
+def versions_best_accepting(flag_names: list[str]) -> list[str]:
+    """The catalog versions whose parser accepts the most of these flags (names, aliases, unique
+    prefixes as argparse allows); [] when every version accepts equally many (no information)."""
+    scores = []
+    for vi in range(len(catalog_versions())):
+        names = _accepted(vi)
+        ok = 0
+        for n in flag_names:
+            base = "--" + n[5:] if n.startswith("--no-") else n
+            if n in names or base in names or len([x for x in names if x.startswith(n)]) == 1:
+                ok += 1
+        scores.append(ok)
+    best = max(scores, default=0)
+    if not best or min(scores) == best:
+        return []
+    return [v for v, sc in zip(catalog_versions(), scores) if sc == best]
+
+
+def versions_matching_usage(usage_flags: list[str]) -> list[str]:
+    """Catalog versions most like the release whose argparse usage block listed these flags: a flag
+    the usage lists but a version lacks counts against it (the block may be cut, so absences do not)."""
+    listed = {f for f in usage_flags if f.startswith("--")}
+    if len(listed) < 5:
+        return []
+    scores = [sum(1 if f in _accepted(vi) else -1 for f in listed) for vi in range(len(catalog_versions()))]
+    best = max(scores)
+    if min(scores) == best:
+        return []
+    return [v for v, sc in zip(catalog_versions(), scores) if sc == best]
 
 
 def _versions_in(rng: V.VersionRange) -> list[str]:

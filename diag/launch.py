@@ -41,12 +41,18 @@ class LaunchCommand:
         return self.flags.get(name, default)
 
 
+MD_AUTOLINK = re.compile(r"\[([^\]\s]+)\]\((?:https?://)?([^)\s]+?)/?\)")
+
+
 def split_command(text: str) -> list[str]:
+    """argv of a pasted command: line continuations joined, Markdown auto-links and `code` marks undone."""
     text = text.replace("\\\n", " ")
+    text = MD_AUTOLINK.sub(lambda m: m[1] if m[1].rstrip("/") == m[2].rstrip("/") else m[0], text)
     try:
-        return shlex.split(text, posix=True)
+        tokens = shlex.split(text, posix=True)
     except ValueError:
-        return text.split()
+        tokens = text.split()
+    return [t.strip("`") for t in tokens if t.strip("`")]
 
 
 def find_entry(tokens: list[str]) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import re
 
+from . import flags as F
 from . import phase as P
 from .rules import Context
 
@@ -389,6 +390,19 @@ def kv_exhausted(ctx: Context):
     ctx.values["batch_kind"] = kind
     if kind == "decode":
         ctx.finding.category = "oom.runtime_decode"
+    msg = next((e.data.get("message", "") for e in ctx.facts.of_kind("exception") if "out of memory. Try to lower" in e.data.get("message", "")), "")
+    want = re.search(r"Try to allocate (\d+) tokens", msg)
+    have = re.search(r"Ava[il]+able tokens: (\d+)", msg) or re.search(r"available_size\(\)=(\d+)", msg)
+    page = _int(ctx.facts.flag("--page-size")) or 1
+    if want and have and int(have[1]) >= int(want[1]):
+        # enough free tokens, yet the allocation failed: the allocator hands out whole pages
+        ctx.finding.summary += (f" {int(have[1]):,} tokens were free and only {int(want[1]):,} were needed: the allocator works in whole "
+                                f"pages{f' of {page} tokens' if page > 1 else ''}, and each running request needs a page of its own, "
+                                "so a large --page-size exhausts the pool long before the tokens run out.")
+        ctx.add_fix("--page-size", 1 if page <= 16 else page // 4, "smaller pages waste fewer tokens per request", option=1)
+        ctx.finding.options.append({"option": 1, "title": "smaller KV pages", "cost": 1})
+        return None
+    if kind == "decode":
         ctx.add_fix("--max-running-requests", _half(ctx.facts, "--max-running-requests", "max_running_requests", 64),
                     "fewer running requests need fewer KV slots per step", option=1)
     else:
@@ -494,18 +508,27 @@ def unknown_flag(ctx: Context):
     bad, advice = [], []
     for flag, value in _split_args(args):
         bad.append(flag)
-        guess = cat.did_you_mean(flag)
-        renamed = cat.translate_name("--" + flag.lstrip("-").replace("_", "-"))
-        target = renamed or (guess[0] if guess else None)
+        target = _replacement(cat, flag)
+        if target is None and flag in F.FOREIGN:
+            advice.append(f"drop {flag}: SGLang has no such setting" + (" (its radix cache is on by default)" if "prefix" in flag else ""))
+            continue
         if target and cat.has(target):
             info = cat.flag(target)
             why = f"{flag} is not a flag of SGLang {cat.label}"
             if "_" in flag and target == "--" + flag.lstrip("-").replace("_", "-"):
                 why += "; SGLang's flags are spelled with dashes"
-            elif renamed and renamed != flag:
-                why += f"; it is spelled {renamed} in this version"
+            elif flag in F.FOREIGN:
+                why += f"; {target} is SGLang's name for that setting"
+            elif target in cat.other_spellings(flag):
+                why += f"; {target} is the spelling every release accepts"
+            else:
+                why += f"; it is spelled {target} in this version"
             if info and info.switch:
                 value = None
+            elif value is None and info:
+                value = _pick_choice(info, ctx.facts)
+                if value.startswith("<") and info.choices:
+                    why += f" (choose one of: {', '.join(info.choices)})"
             ctx.add_fix(flag=target, value=value, why=why, option=1)
             advice.append(f"use {target}" + (f" {value}" if value else "") + f" instead of {flag}")
         else:
@@ -514,6 +537,30 @@ def unknown_flag(ctx: Context):
     ctx.values["version_label"] = cat.label if cat.requested != "unknown" else f"{cat.label} (the newest known; the log does not show the version)"
     ctx.values["flag_advice"] = ("Fix: " + "; ".join(advice) + ".") if advice else ""
     return None
+
+
+def _pick_choice(info, facts) -> str:
+    """A value for a flag that needs one: the choice named like the model, else a placeholder to fill in."""
+    model = (facts.model_path or getattr(facts.model, "name", "") or "").lower().replace("_", "-")
+    for choice in sorted(info.choices or [], key=len, reverse=True):
+        if choice.lower().replace("_", "-") in model:
+            return choice
+    return f"<{(info.dest or info.name.lstrip('-')).replace('_', '-')}>"
+
+
+def _replacement(cat, flag: str) -> str | None:
+    """What to write instead of a flag the user's parser rejected."""
+    if flag in F.FOREIGN:
+        return cat.translate_name(F.FOREIGN[flag]) if F.FOREIGN[flag] else None
+    dashed = "--" + flag.lstrip("-").replace("_", "-")
+    renamed = cat.translate_name(dashed)
+    if renamed == flag:  # the catalog knows it, the user's (older) release did not: another spelling
+        others = sorted(cat.other_spellings(flag), key=len)
+        return others[0] if others else None
+    if renamed:
+        return renamed
+    guess = cat.did_you_mean(flag)
+    return guess[0] if guess else None
 
 
 @remedy
@@ -791,6 +838,11 @@ def context_length(ctx: Context):
     else:
         v["context_sentence"] = (f"A request of {n:,} tokens exceeds the model's context length of {mx:,} tokens.")
         ctx.add_fix("--allow-auto-truncate", None, "truncate over-long prompts instead of failing them", option=1)
+        longer = 1 << max(n - 1, 1).bit_length()
+        ctx.add_fix("--context-length", longer, f"only if the model supports {longer:,} tokens (e.g. with RoPE/YaRN scaling in its "
+                    "config or --json-model-override-args) and the KV pool holds it", option=2)
+        ctx.finding.options.extend([{"option": 1, "title": "truncate long prompts", "cost": 1},
+                                    {"option": 2, "title": "a longer context, where the model supports it", "cost": 2}])
         ctx.finding.fix_other.append("Shorten the prompt or lower max_tokens in the client; a model with a longer context window is the other fix.")
     return None
 
@@ -801,9 +853,10 @@ def context_length(ctx: Context):
 def launch_lint_flags(ctx: Context):
     problems = ctx.facts.values.get("launch.unknown") or []
     sentences = []
+    given = ctx.facts.launch.flags if ctx.facts.launch else {}
     for p in problems:
         sentences.append(p.message)
-        if p.suggestion and p.suggestion.startswith("--") and " " not in p.suggestion:
+        if p.suggestion and p.suggestion.startswith("--") and " " not in p.suggestion and p.suggestion not in given:
             ctx.add_fix(p.suggestion, p.value, p.message, option=1)
     if ctx.facts.launch_event is not None:
         ctx.evidence(ctx.facts.launch_event, role="trigger")
@@ -992,6 +1045,14 @@ def nccl(ctx: Context):
         ctx.values["comm_what"] = "collective timeout"
         ctx.values["nccl_sentence"] = ("A collective operation timed out: one rank stopped participating (crashed, hung or is much "
                                        "slower), and the others waited until the watchdog aborted.")
+        ms = re.search(r"Timeout\(ms\)=(\d+)", text)
+        seq = re.search(r"SeqNum=(\d+)", text)
+        early = (seq is not None and int(seq[1]) <= 10) or not any(len(b) for b in ctx.facts.batches)
+        if early:
+            secs = int(ms[1]) // 1000 if ms else 600
+            ctx.values["nccl_sentence"] += (f" It was one of the first collectives (start-up), after {secs} s: in multi-node start-ups this is "
+                                            "usually a node still loading its weights (slow disk or network storage) while the others wait.")
+            ctx.add_fix("--dist-timeout", max(1800, secs * 3), "give slow nodes time to finish loading before the first collective", option=2)
         ctx.finding.fix_other.append("Find the rank that failed first (its own error comes earlier in its log); a timeout on every rank "
                                      "means the network between them is down.")
         ctx.add_fix(external_env="NCCL_DEBUG", value="INFO", why="log which rank and transport fail", option=1)
@@ -1030,7 +1091,15 @@ def cuda_arch(ctx: Context):
                                        "with. Upgrade the driver, or install builds for the CUDA version the driver supports.")
         ctx.finding.fix_other.append("Compare `nvidia-smi` (driver, max CUDA) with `python -c 'import torch; print(torch.version.cuda)'`.")
         return None
-    sm = ctx.values.get("sm") or ctx.values.get("sm2")
+    sm = ctx.values.get("sm") or ctx.values.get("sm2") or ctx.values.get("sm3") or ctx.values.get("sm4")
+    if "ptxas" in text or "not a recognized processor" in text:
+        ctx.values["arch_sentence"] = (f"Triton compiles kernels at run time with the ptxas it ships, and that ptxas does not know "
+                                       f"this GPU's architecture{f' (sm_{sm})' if sm else ''}: the installed Triton/PyTorch predates the GPU. "
+                                       "The first kernel compiled (often during CUDA graph capture) fails.")
+        ctx.add_fix(external_env="TRITON_PTXAS_PATH", value="/usr/local/cuda/bin/ptxas",
+                    why="use the CUDA toolkit's newer ptxas (CUDA 12.8+ knows Blackwell) instead of Triton's bundled one", option=1)
+        ctx.finding.fix_other.append("Or install a PyTorch/Triton build made for this GPU (for Blackwell: CUDA 12.8+ wheels, e.g. torch cu128).")
+        return None
     ctx.values["arch_sentence"] = ("A compiled kernel has no code for this GPU's architecture"
                                    + (f" (sm_{sm})" if sm else "") + (": FlashInfer's kernels were not built for it" if flashinfer else "")
                                    + ". The GPU is fine; the installed build does not support it.")

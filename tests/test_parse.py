@@ -284,3 +284,31 @@ def test_wrapped_paste_gives_the_same_answer(path, tmp_path):
         f.write_text(_wrap(path.read_text(), width))
         wrapped = analyze([str(f)])
         assert [x.category for x in wrapped.findings[:1]] == [x.category for x in base.findings[:1]], width
+
+
+def test_records_run_together_on_one_line_are_split():
+    flat = ("(SGLangWorker pid=38141) 'sm_120' is not a recognized processor for this target (ignoring processor) "
+            "(SGLangWorker pid=38141) [2025-09-18 03:27:46 DP2 TP0] Scheduler hit an exception: Traceback (most recent call last): "
+            "(SGLangWorker pid=38141)   File \"/x/sglang/srt/managers/scheduler.py\", line 1, in run "
+            "(SGLangWorker pid=38141) RuntimeError: boom")
+    c = Cleaner()
+    out = [t for _, t in c.run([flat])]
+    assert out[1].startswith("[2025-09-18 03:27:46 DP2 TP0] Scheduler hit an exception")
+    assert out[-1] == "RuntimeError: boom" and c.info.split == 3
+    two = "[2025-01-01 10:00:00 TP0] Load weight begin. avail mem=1 GB [2025-01-01 10:00:01 TP0] Load weight end. type=X, dtype=y, avail mem=1 GB"
+    assert len([t for _, t in Cleaner().run([two])]) == 2
+
+
+def test_usage_block_narrows_the_version():
+    from diag.analyze import analyze
+    import tempfile, os
+    usage = ("usage: launch_server.py [-h] --model-path MODEL_PATH [--enable-ep-moe] [--enable-deepep-moe] [--enable-flashmla]\n"
+             "                        [--cuda-graph-max-bs CUDA_GRAPH_MAX_BS] [--enable-flashinfer-mla] [--host HOST] [--port PORT]\n"
+             "launch_server.py: error: unrecognized arguments: --foo\n")
+    with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False) as fh:
+        fh.write(usage)
+    try:
+        facts = analyze([fh.name]).extras["facts"]
+    finally:
+        os.unlink(fh.name)
+    assert facts.version.high == "0.4.6.post5", facts.version  # --enable-flashinfer-mla was removed after 0.4.6

@@ -53,8 +53,11 @@ RE_SCHED_DEAD = re.compile(r"Rank (\d+) scheduler is dead|Rank (\d+) scheduler d
 RE_EXIT_CODE = re.compile(r"^Exit code: (-?\d+)")
 RE_NCCL_VER = re.compile(r"sglang is using nccl==([\d.]+)|NCCL version ([\d.]+)")
 RE_ACCESS = re.compile(r'^(?:INFO:\s+)?[\d.:\[\]a-f]*:?\d* ?- "(?:GET|POST|PUT|DELETE|HEAD|OPTIONS) (\S+) HTTP/[\d.]+" (\d{3})')
+USAGE_FLAG = re.compile(r"\[(--[\w-]+)")
 RE_ARGPARSE = re.compile(r"^(?:[\w./-]+|sglang serve): error: (.+)$")
 RE_READY = "The server is fired up and ready to roll!"
+RE_PROGRESS = re.compile(r"(?P<what>Loading (?:safetensors|pt|bin|npcache|gguf) checkpoint shards|Multi-thread loading shards|"
+                         r"Loading weights|Capturing batches)(?: \(bs=\d+ avail_mem=(?P<avail>[\d.]+) GB\))?:\s*\d+%")
 RE_UVICORN = re.compile(r"Uvicorn running on (\S+)")
 
 # OOM numbers (PyTorch >= 2.1 wording, and the older parenthesised one)
@@ -191,6 +194,7 @@ class LogParser:
         self._tb_chain_next = False
         self._exc: Event | None = None       # exception whose message may continue on the next lines
         self._pyspy: Event | None = None
+        self._usage: Event | None = None   # an argparse usage block lists the flags that release accepts
         self._batch_rank: str | None = None
 
     # -- public ------------------------------------------------------------------
@@ -330,6 +334,12 @@ class LogParser:
                 if len(self._exc.data["message"]) > 4000:
                     self._close_exc()
                 return "event"
+        if self._usage is not None:
+            if msg.startswith((" ", "\t")) and "[" in msg:  # argparse wraps the usage block with indentation
+                self._usage.data["usage_flags"].extend(USAGE_FLAG.findall(msg))
+                self._usage.end_line = lineno
+                return "event"
+            self._usage = None
         if self._pyspy is not None:
             if PYSPY_FRAME.match(msg) or stripped.startswith(("Thread ", "Process ", "Python v")) or not stripped:
                 f = PYSPY_FRAME.match(msg)
@@ -381,6 +391,13 @@ class LogParser:
             e("milestone", lineno, text, ts, rank, phase="pool_end", avail_gib=float(m[1]) if m else None)
         elif msg.startswith("Capture "):
             self._graph(lineno, text, ts, rank, msg)
+        elif (m := RE_PROGRESS.search(msg)):
+            # tqdm progress bars: checkpoint shards being loaded, CUDA graph batches being captured
+            if m["what"].startswith("Capturing"):
+                self._event("milestone", lineno, text, ts, rank, phase="graph_begin", role=_graph_role(msg),
+                            avail_gib=float(m["avail"]) if m["avail"] else None, progress=True)
+            else:
+                self._event("milestone", lineno, text, ts, rank, phase="load_progress")
         elif msg.startswith("max_total_num_tokens="):
             fields = dict(re.findall(r"(\w+)=([\d.]+)", msg))
             e("capacity", lineno, text, ts, rank, **{k: float(v) if "." in v else int(v) for k, v in fields.items()})
@@ -427,7 +444,7 @@ class LogParser:
         elif (m := RE_ARGPARSE.match(stripped)):
             e("argparse", lineno, text, ts, rank, message=m[1])
         elif stripped.startswith("usage: ") and ("launch_server" in stripped or "sglang" in stripped):
-            e("argparse", lineno, text, ts, rank, message="", usage=True)
+            self._usage = e("argparse", lineno, text, ts, rank, message="", usage=True, usage_flags=USAGE_FLAG.findall(stripped))
         elif "sglang.launch_server" in msg or "launch_server.py" in msg or re.search(r"\bsglang serve\b", msg):
             e("launch", lineno, text, ts, rank, command=stripped)
         elif is_oom_text(msg):

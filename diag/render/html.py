@@ -1,0 +1,143 @@
+"""The HTML incident report: one self-contained file (inline CSS and SVG, no script, no network).
+
+This module turns a report into plain values; templates/report.html.j2 lays them out with
+autoescaping on, so nothing from a log can become markup.
+"""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from ..report import Finding, Report
+from . import charts
+from .budget import budget_rows
+from .chat import first_sentence
+from .command import before_after, diff, first_option, fix_text
+from .text import option_groups
+
+TEMPLATES = Path(__file__).parent / "templates"
+RADIUS = 3          # lines shown around each evidence line
+MAX_CHARS = 2000    # characters of an evidence line shown
+MAX_CONTEXT = 400   # characters of a line around it
+STATUS = {"findings": "Findings", "clean": "Clean", "inconclusive": "Inconclusive"}
+PHASE = {"dist_init": "distributed init", "weights": "loading weights", "kv_pool": "KV cache pool", "mamba": "Mamba state pool",
+         "cuda_graph": "CUDA graph capture", "draft": "draft model", "warmup": "warm-up", "prefill": "prefill (serving)",
+         "decode": "decode (serving)", "multimodal": "multimodal encoder"}
+
+
+def render(report: Report) -> str:
+    import jinja2
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
+                             trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
+    return env.get_template("report.html.j2").render(**context(report))
+
+
+def context(report: Report) -> dict:
+    facts = report.extras.get("facts")
+    root = report.findings[0] if report.findings else None
+    tone = root.severity if root else ("ok" if report.status == "clean" else "unknown")
+    return {
+        "status": STATUS.get(report.status, report.status), "tone": tone,
+        "headline": root.title if root else ("No failure found in the input" if report.status == "clean"
+                                             else "Too little in the input to judge"),
+        "root": _finding(report, root, facts) if root else None,
+        "meta": _meta(report, facts),
+        "inputs": [{"path": i.path, "kind": i.kind, "lines": i.lines, "size": _size(i.bytes), "notes": i.notes}
+                   for i in report.inputs],
+        "budget": _budget(root) if root else None,
+        "startup": charts.startup(facts) if facts else None,
+        "batches": charts.batches(facts) if facts else None,
+        "gpu_memory": charts.gpu_memory(facts) if facts else None,
+        "fix": _fix(report, root) if root else None,
+        "others": [_finding(report, f, facts, radius=0) for f in report.findings[1:]],
+        "gpus": report.facts.get("gpus") or [], "processes": report.facts.get("gpu_processes") or [],
+        "unchecked": report.unchecked,
+        "tool_version": report.tool_version, "generated_at": report.generated_at,
+        "redacted": bool(report.extras.get("redacted")),
+    }
+
+
+def _meta(report: Report, facts) -> list[tuple[str, str]]:
+    f = report.facts
+    rows = [("Model", f.get("model") or "not shown in the log"), ("Architecture", f.get("architecture") or "")]
+    gpus = f.get("gpus") or []
+    if gpus:
+        names = ", ".join(sorted({g.get("name") or "?" for g in gpus}))
+        mib = next((g.get("memory_total_mib") for g in gpus if g.get("memory_total_mib")), None)
+        rows.append(("GPU", f"{len(gpus)} × {names}" + (f" ({mib / 1024:.1f} GiB)" if mib else "")))
+    rows.append(("SGLang", f.get("sglang_version") or "unknown"))
+    if f.get("driver_version") or f.get("cuda_version"):
+        rows.append(("Driver / CUDA", f"{f.get('driver_version') or '?'} / {f.get('cuda_version') or '?'}"))
+    if f.get("failure_phase"):
+        rows.append(("Failed during", PHASE.get(f["failure_phase"], f["failure_phase"])))
+    stamps = sorted(e.ts for e in facts.events if e.ts) if facts else []
+    if stamps:
+        last = stamps[-1][11:] if stamps[-1][:10] == stamps[0][:10] else stamps[-1]
+        rows.append(("Log time", stamps[0] if stamps[0] == stamps[-1] else f"{stamps[0]} – {last}"))
+    return [(k, v) for k, v in rows if v]
+
+
+def _size(n: int) -> str:
+    return f"{n / 1048576:.1f} MB" if n >= 1048576 else f"{n / 1024:.1f} kB" if n >= 1024 else f"{n} B"
+
+
+def _finding(report: Report, f: Finding, facts, radius: int = RADIUS) -> dict:
+    lead = first_sentence(f.summary, len(f.summary) + 1)
+    return {"rule": f.rule, "category": f.category, "severity": f.severity, "confidence": f.confidence,
+            "title": f.title, "summary": f.summary, "lead": lead, "detail": f.summary[len(lead):].strip(), "explanation": f.explanation, "notes": f.confidence_notes,
+            "windows": _windows(report, f, facts, radius)}
+
+
+def _windows(report: Report, f: Finding, facts, radius: int) -> list[dict]:
+    """The evidence lines with `radius` lines around each, merged where they touch."""
+    lines = facts.context if facts else {}
+    out = []
+    for inp in sorted({e.input for e in f.evidence}):
+        marks = {e.line: e for e in f.evidence if e.input == inp}
+        spans: list[list[int]] = []
+        for n in sorted(marks):
+            if spans and n - radius <= spans[-1][1] + 1:
+                spans[-1][1] = n + radius
+            else:
+                spans.append([max(1, n - radius), n + radius])
+        name = report.inputs[inp].path if inp < len(report.inputs) else f"input {inp}"
+        for a, b in spans:
+            rows = []
+            for n in range(a, b + 1):
+                text = lines.get((inp, n), marks[n].text if n in marks else None)
+                if text is not None:
+                    keep = MAX_CHARS if n in marks else MAX_CONTEXT
+                    rows.append({"line": n, "text": text[:keep], "cut": max(0, len(text) - keep),
+                                 "role": marks[n].role if n in marks else ""})
+            out.append({"input": os.path.basename(name), "rows": rows})
+    return out
+
+
+def _budget(f: Finding) -> dict | None:
+    chart = charts.budget(f.memory) if f.memory else None
+    if chart is None:
+        return None
+    m = f.memory
+    drawn = {s["label"]: s for s in chart["segments"]}
+    rows = [{"name": name, "gib": value.replace(" GiB", ""), "source": source, "note": note,
+             "colour": drawn[name]["colour"] if name in drawn else None,
+             "share": drawn[name]["share"] if name in drawn else None, "total": item.get("name") == "total"}
+            for (name, value, source, note), item in zip(budget_rows(m), m.get("items") or [])]
+    rows.sort(key=lambda r: r["total"])  # the total last, under the parts
+    return {"chart": chart, "rows": rows, "problems": m.get("problems") or [], "rules": m.get("sglang_rules"),
+            "fraction": m.get("mem_fraction_static"), "static_gib": m.get("static_budget_gib")}
+
+
+def _fix(report: Report, f: Finding) -> dict:
+    before, after = before_after(report)
+    option = first_option(f)
+    arithmetic = {o["option"]: o for o in f.options}
+    caveats = {int(m[1]): m[2] for t in f.fix_other if (m := re.match(r"option (\d+):\s*(.*)", t))}
+    options = [{"n": n, "title": title, "changes": [fix_text(fx) for fx in fixes],
+                "arithmetic": arithmetic.get(n, {}).get("arithmetic", ""), "fits": arithmetic.get(n, {}).get("fits"),
+                "caveat": caveats.get(n, "")} for n, title, fixes in option_groups(f)]
+    return {"option": options[0] if options else None, "before": before, "after": after,
+            "diff": diff(before, after) if before else [],
+            "why": [{"change": fix_text(fx), "why": fx.why, "was": fx.was} for fx in (option[2] if option else [])],
+            "options": options, "general": [t for t in f.fix_other if not re.match(r"option \d+:", t)]}
