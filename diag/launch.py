@@ -129,13 +129,13 @@ def _parse_args(args: list[str], catalog: Catalog, cmd: LaunchCommand) -> None:
                 bad = catalog.check_value(name, value)
                 if bad:
                     cmd.problems.append(Problem("invalid_value", written, f"argument {written}: {bad}", value=value,
-                                                suggestion=_closest_choice(value, info.choices)))
+                                                suggestion=closest_choice(value, info.choices)))
             elif value is None and not info.switch and info.nargs not in ("?", "*"):
                 cmd.problems.append(Problem("invalid_value", written, f"argument {written}: expected one argument"))
         i = j
 
 
-def _closest_choice(value: str, choices: list[str] | None) -> str | None:
+def closest_choice(value: str, choices: list[str] | None) -> str | None:
     if not choices:
         return None
     import difflib
