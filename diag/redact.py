@@ -25,7 +25,8 @@ SECRETS = [
     ("aws-key", re.compile(r"\b(?P<s>(?:AKIA|ASIA)[A-Z0-9]{16})\b")),
     ("api-key", re.compile(r"\b(?P<s>sk-[A-Za-z0-9_-]{16,})")),
     ("secret", re.compile(r"(?i)--(?P<k>(?:admin-)?api-key|[\w-]*(?:token|password|secret))(?:\s+|=)['\"]?(?P<s>[^\s'\"]+)")),
-    ("secret", re.compile(r"(?i)(?<![#\w-])(?P<k>(?:[\w-]*[_-])?(?:api[_-]?key|access[_-]?key|secret[_-]?key|secret|password|passwd|pwd|token))"
+    ("secret", re.compile(r"(?i)(?<![#\w-])(?P<k>(?:[\w-]*[_-])?"
+                          r"(?:api[_-]?key|access[_-]?key|secret[_-]?key|secret|password|passwd|pwd|token))"
                           r"['\"]?\s*(?P<sep>[=:])\s*(?P<q>['\"]?)(?P<s>[^\s'\",;&)}\]]+)")),
 ]
 NOT_SECRET = re.compile(r"^(?:None|none|null|True|False|true|false|\*+|<.*>|[\d.]+|\[REDACTED.*)$")
@@ -109,7 +110,8 @@ class Redactor:
         h = host.lower().rstrip(".")
         if h in self.aliases.values():  # already replaced by an earlier pattern
             return host
-        if h in LOCAL or h.isdigit() or IPV4.fullmatch(h) or h.startswith("127.") or any(h == p or h.endswith("." + p) for p in PUBLIC):
+        public = any(h == p or h.endswith("." + p) for p in PUBLIC)
+        if public or h in LOCAL or h.isdigit() or h.startswith("127.") or IPV4.fullmatch(h):
             return host
         return self.alias("host", host.rstrip("."))
 

@@ -67,10 +67,10 @@ def budget(memory: dict) -> dict | None:
             "total_x": round((total or scale) / scale * WIDTH, 2)}
 
 
-def _ticks(span: float, count: int = 6) -> list[float]:
+def _ticks(span: float, count: int = 6, least: float = 0.0) -> list[float]:
     if span <= 0:
         return [0.0]
-    raw = span / count
+    raw = max(span / count, least)
     step = next(m * 10 ** math.floor(math.log10(raw)) for m in (1, 2, 2.5, 5, 10) if m * 10 ** math.floor(math.log10(raw)) >= raw)
     return [round(i * step, 6) for i in range(int(span / step) + 1)]
 
@@ -87,20 +87,19 @@ def _axis(lo: float, hi: float, unit: str) -> list[dict]:
     """Ticks of an axis in seconds from lo (unit 'time'), or in log lines or samples counted from 1."""
     span = hi - lo or 1.0
     text = {"time": lambda t: _duration(t), "line": lambda t: f"line {t + lo:,.0f}", "sample": lambda t: f"#{t + lo + 1:,.0f}"}[unit]
-    return [{"x": round(t / span * WIDTH, 2), "text": text(t)} for t in _ticks(span) if t <= span]
+    return [{"x": round(t / span * WIDTH, 2), "text": text(t)} for t in _ticks(span, least=0 if unit == "time" else 1)
+            if t <= span]
 
 
 def startup(facts) -> dict | None:
     """Start-up phases of one rank and the failure, on a time axis (or a line axis)."""
     ms = facts.milestones
     events = [e for e in facts.events if e.kind != "milestone"]
-    if not ms and facts.failure_line is None:
-        return None
     ranks = [m.rank for m in ms]
     pick = "TP0" if "TP0" in ranks else (ranks[0] if ranks else None)
     mine = [m for m in ms if m.rank == pick]
     stamped = [seconds(e.ts) for e in facts.events if e.ts]
-    timed = bool(stamped) and all(m.ts for m in mine)
+    timed = bool(stamped) and None not in stamped and all(m.ts for m in mine)
 
     def at(e) -> float | None:
         return seconds(e.ts) if timed else float(e.line)
@@ -115,6 +114,8 @@ def startup(facts) -> dict | None:
                 items.append({"kind": "span", "start": at(m), "end": at(end), "label": label, "line": m.line})
         elif phase in POINTS:
             items.append({"kind": "point", "start": at(m), "end": at(m), "label": POINTS[phase], "line": m.line})
+    if not items:  # a failure alone is no timeline
+        return None
     fail = _failure(facts, events, timed)
     up = next((m for m in ms if m.data.get("phase") in ("ready", "http_up") and (m.ts or not timed)), None)
     last = fail["start"] if fail else (max(stamped) if timed and stamped else None)
@@ -122,9 +123,7 @@ def startup(facts) -> dict | None:
         items.append({"kind": "serving", "start": at(up), "end": last, "label": "serving", "line": up.line})
     if fail is not None:
         items.append(fail)
-    points = [v for i in items for v in (i["start"], i["end"]) if v is not None]
-    if not points:
-        return None
+    points = [v for i in items for v in (i["start"], i["end"])]
     lo = min(stamped) if timed and stamped else min(points)
     hi = max(max(stamped) if timed and stamped else max(points), max(points))
     span = (hi - lo) or 1.0
@@ -206,7 +205,8 @@ def batches(facts) -> dict | None:
         last = known[-1] * (100 if unit == "%" else 1)
         peak = max(known) * (100 if unit == "%" else 1)
         charts.append({"title": title, "points": points, "single": len(known) == 1,
-                       "summary": f"last {_num(last, unit)} · peak {_num(peak, unit)} · axis 0–{_num(ceiling * (100 if unit == '%' else 1), unit)}"})
+                       "summary": f"last {_num(last, unit)} · peak {_num(peak, unit)} · "
+                                  f"axis 0–{_num(ceiling * (100 if unit == '%' else 1), unit)}"})
     fail_x = None
     if facts.failure_line is not None:
         here = next((e for e in facts.events if e.line == facts.failure_line), None)
@@ -239,4 +239,5 @@ def gpu_memory(facts) -> dict | None:
     series = [{"gpu": "GPU" if g is None else f"GPU {g}", "points": " ".join(p), "colour": colours[k % len(colours)]}
               for k, (g, p) in enumerate(sorted(lines.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)))]
     peak = max(s.memory_used_mib for s in samples)
-    return {"series": series, "axis": _axis(lo, hi, "time" if timed else "sample"), "top_gib": top / 1024, "peak_gib": peak / 1024, "count": len(samples)}
+    return {"series": series, "axis": _axis(lo, hi, "time" if timed else "sample"),
+            "top_gib": top / 1024, "peak_gib": peak / 1024, "count": len(samples)}

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..report import Finding, Report
-from .command import before_after, first_option, fix_text, fragment
+from .command import before_after, first_option, fix_text, fragment, option_title
 from .text import option_groups
 
 ICON = {"critical": "🔴", "error": "🔴", "warning": "🟠", "info": "🔵"}
@@ -201,7 +201,8 @@ def _options(f: Finding, d: Dialect, level: Level) -> str:
     lines = []
     for n, title, fixes in rest[:level.options]:
         changes = " ".join(d.code(fix_text(fx)) for fx in fixes)
-        lines.append(f"{n}. {d.escape(title or 'see the full report')}" + (f": {changes}" if changes else ""))
+        about = option_title(title, fixes)
+        lines.append(f"{n}. " + (f"{d.escape(about)}: {changes}" if about else changes))
     if (more := len(rest) - level.options) > 0:
         lines.append(f"_… {more} more option{'s' if more > 1 else ''} omitted_")
     return _b(d, "Other options") + "\n" + "\n".join(lines)

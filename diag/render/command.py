@@ -33,6 +33,11 @@ def first_option(finding: Finding) -> tuple[int, str, list[Fix]] | None:
     return groups[0] if groups else None
 
 
+def option_title(title: str, fixes: list[Fix]) -> str:
+    """An option's title, or what its changes are for when the rule gave none."""
+    return title or "; ".join(dict.fromkeys(fx.why for fx in fixes if fx.why))
+
+
 def fix_text(fx: Fix) -> str:
     """One change, short: `--flag value`, `VAR=value`, `export VAR=value`, `remove --flag`."""
     value = "" if fx.value is None else shell_word(str(fx.value))

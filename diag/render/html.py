@@ -13,7 +13,7 @@ from ..report import Finding, Report
 from . import charts
 from .budget import budget_rows
 from .chat import first_sentence
-from .command import before_after, diff, first_option, fix_text
+from .command import before_after, diff, first_option, fix_text, option_title
 from .text import option_groups
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -85,8 +85,8 @@ def _size(n: int) -> str:
 def _finding(report: Report, f: Finding, facts, radius: int = RADIUS) -> dict:
     lead = first_sentence(f.summary, len(f.summary) + 1)
     return {"rule": f.rule, "category": f.category, "severity": f.severity, "confidence": f.confidence,
-            "title": f.title, "summary": f.summary, "lead": lead, "detail": f.summary[len(lead):].strip(), "explanation": f.explanation, "notes": f.confidence_notes,
-            "windows": _windows(report, f, facts, radius)}
+            "title": f.title, "summary": f.summary, "lead": lead, "detail": f.summary[len(lead):].strip(),
+            "explanation": f.explanation, "notes": f.confidence_notes, "windows": _windows(report, f, facts, radius)}
 
 
 def _windows(report: Report, f: Finding, facts, radius: int) -> list[dict]:
@@ -134,10 +134,11 @@ def _fix(report: Report, f: Finding) -> dict:
     option = first_option(f)
     arithmetic = {o["option"]: o for o in f.options}
     caveats = {int(m[1]): m[2] for t in f.fix_other if (m := re.match(r"option (\d+):\s*(.*)", t))}
-    options = [{"n": n, "title": title, "changes": [fix_text(fx) for fx in fixes],
+    options = [{"n": n, "title": option_title(title, fixes), "changes": [fix_text(fx) for fx in fixes],
                 "arithmetic": arithmetic.get(n, {}).get("arithmetic", ""), "fits": arithmetic.get(n, {}).get("fits"),
                 "caveat": caveats.get(n, "")} for n, title, fixes in option_groups(f)]
     return {"option": options[0] if options else None, "before": before, "after": after,
             "diff": diff(before, after) if before else [],
             "why": [{"change": fix_text(fx), "why": fx.why, "was": fx.was} for fx in (option[2] if option else [])],
-            "options": options, "general": [t for t in f.fix_other if not re.match(r"option \d+:", t)]}
+            "options": options, "general": [t for t in f.fix_other if not re.match(r"option \d+:", t)],
+            "arithmetic": any(o["arithmetic"] for o in options), "fits": any(o["fits"] is not None for o in options)}

@@ -1,0 +1,143 @@
+"""Redaction: every kind of secret, consistent aliases, and nothing leaks into a shared report."""
+import copy
+from pathlib import Path
+
+import pytest
+
+from diag.analyze import analyze
+from diag.redact import Redactor, redact_report, redact_text
+from diag.render import html, markdown, slack, slack_blocks
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = ROOT / "samples" / "qwen36-27b-mtp-extra-buffer.log"
+
+
+@pytest.mark.parametrize("text, secret, marker", [
+    ("HF_TOKEN=hf_AbCdEfGhIjKlMnOpQrStUvWxYz012345 python", "hf_AbCdEfGhIjKlMnOpQrStUvWxYz012345", "[REDACTED:hf-token]"),
+    ("key sk-proj-abcdefghijklmnop1234 used", "sk-proj-abcdefghijklmnop1234", "[REDACTED:api-key]"),
+    ("server_args=ServerArgs(api_key='Zq8sLxw4Rt', port=30000)", "Zq8sLxw4Rt", "api_key='[REDACTED:api-key]'"),
+    ("--api-key Zq8sLxw4Rt --port 30000", "Zq8sLxw4Rt", "--api-key [REDACTED:api-key]"),
+    ("admin_api_key='adm1nKey99'", "adm1nKey99", "[REDACTED:api-key]"),
+    ("AWS AKIAIOSFODNN7EXAMPLE", "AKIAIOSFODNN7EXAMPLE", "[REDACTED:aws-key]"),
+    ("aws_secret_access_key=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "wJalrXUtnFEMI", "[REDACTED:secret]"),
+    ("token ghp_0123456789abcdefghijABCDEFGHIJ012345", "ghp_0123456789abcdefghij", "[REDACTED:github-token]"),
+    ("slack xoxb-123456789012-abcdefghijKL", "xoxb-123456789012", "[REDACTED:slack-token]"),
+    ("Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.payload.sig", "eyJhbGciOiJIUzI1NiJ9", "Bearer [REDACTED:bearer-token]"),
+    ("pip install from https://bob:hunter2pass@pypi.corp.example.net/simple", "hunter2pass", ":[REDACTED:password]@host-1"),
+    ("password=s3cr3t-Passw0rd retry", "s3cr3t-Passw0rd", "password=[REDACTED:password]"),
+    ("token=tok_ab12cd34ef56", "tok_ab12cd34ef56", "token=[REDACTED:token]"),
+    ('{"hf_token": "abc", "token": x9Y8z7W6v5}', "x9Y8z7W6v5", '"token": [REDACTED:token]'),
+    ("mail alice.smith@example.org now", "alice.smith@example.org", "email-1"),
+    ('File "/home/alice/venvs/sglang/x.py"', "alice", "/home/user-1/venvs"),
+    ("/Users/carol/Downloads/model", "carol", "/Users/user-1/"),
+    ("C:\\Users\\dave\\AppData\\x", "dave", "C:\\Users\\user-1\\"),
+    ("--host gpu-box --port 30000", "gpu-box", "--host host-1"),
+    ("--dist-init-addr 10.20.30.40:5000", "10.20.30.40", "ip-1:5000"),
+    ("connect node7.cluster.internal failed", "node7.cluster.internal", "host-1"),
+    ("node17-2:12345:12345 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.17<0>", "node17-2", "host-1:12345"),
+    ("peer fe80::1ff:fe23:4567:890a and [2001:db8::8a2e:370:7334]:8000", "2001:db8", "[ip-2]:8000"),
+])
+def test_each_kind_of_secret(text, secret, marker):
+    out = redact_text(text)
+    assert secret not in out
+    assert marker in out
+
+
+@pytest.mark.parametrize("text", [
+    "SGLang 0.5.4.post3, driver 580.95.05, NCCL version 2.21.5+cuda12.4, cuDNN version 9.1.0.70",
+    "--model-path Qwen/Qwen3.6-27B --host 0.0.0.0 --port 30000",
+    "http://127.0.0.1:30000/generate and localhost:30000 and ::1",
+    "#token: 307481, token usage: 1.00, #new-token: 8192, max_total_num_tokens=1000, api_key=None",
+    "see https://huggingface.co/Qwen/Qwen3.6-27B and https://docs.sglang.ai/advanced",
+    "at 09:13:03 bus 00000000:01:00.0 raised c10::Error in torch::add (sglang.srt.model_executor.model_runner.py)",
+    "--dist-init-addr must be an address every node can reach; use the --dist-init-addr IP, e.g. eth0",
+    "FP8 KV halves bytes per token: about twice the tokens",
+])
+def test_keeps_what_is_not_secret(text):
+    assert redact_text(text) == text
+
+
+def test_aliases_are_consistent():
+    r = Redactor()
+    a = r.redact("--host gpu-node-7 --dist-init-addr 10.1.2.3:5000")
+    b = r.redact("gpu-node-7 lost 10.1.2.3; 10.9.9.9 and gpu-node-8.corp.example.com joined")
+    assert a == "--host host-1 --dist-init-addr ip-1:5000"
+    assert b == "host-1 lost ip-1; ip-2 and host-2 joined"
+    assert r.redact("/home/alice/a /home/bob/b /home/alice/c") == "/home/user-1/a /home/user-2/b /home/user-1/c"
+    assert r.redact("--host=myserver") == r.redact("--host myserver --port 1").split(" --port")[0].replace(" ", "=")
+
+
+def test_host_learnt_anywhere_is_replaced_everywhere():
+    report = analyze([str(SAMPLE)], options=None)
+    report.findings[0].summary += " The peer node17-2 stopped answering."
+    report.inputs[0].notes.append("--host node17-2 was given")  # learnt here, after the summary
+    out = redact_report(report)
+    assert "node17-2" not in out.findings[0].summary and "host-1" in out.findings[0].summary
+
+
+def test_redact_report_is_a_copy():
+    report = analyze([str(SAMPLE)])
+    before = copy.deepcopy(report.to_json())
+    api_key = report.extras["facts"].flags["--api-key"]
+    out = redact_report(report)
+    assert report.to_json() == before
+    assert report.extras["facts"].flags["--api-key"] == api_key
+    assert out.extras["facts"].flags["--api-key"] == "[REDACTED:api-key]"
+    assert out.extras["redacted"] and "redacted" not in report.extras
+
+
+SECRETS = {
+    "hf": "hf_AbCdEfGhIjKlMnOpQrStUvWxYz012345", "sk": "sk-live-9f8e7d6c5b4a39281716", "api": "Zq8sLxw4Rt",
+    "gh": "ghp_0123456789abcdefghijABCDEFGHIJ012345", "slack": "xoxb-123456789012-abcdefghijKL",
+    "aws": "AKIAIOSFODNN7EXAMPLE", "bearer": "eyJhbGciOiJIUzI1NiJ9.payload.sig", "pw": "hunter2pass",
+    "pw2": "s3cr3t-Passw0rd", "tok": "tok_ab12cd34ef56", "email": "alice.smith@example.org",
+    "fqdn": "gpu-node-7.corp.example.com", "mirror": "mirror.internal.example.net", "nccl_host": "node17-2",
+    "ip4": "10.20.30.40", "ip4b": "10.0.0.17", "ip6": "fe80::1ff:fe23:4567:890a",
+    "user1": "/home/alice/", "user2": "/Users/carol/", "user3": "C:\\Users\\dave\\",
+}
+
+
+def seeded_log(tmp_path: Path) -> Path:
+    """The founding sample with a launch command and, around the failure, a line of each secret."""
+    s = SECRETS
+    lines = SAMPLE.read_text().splitlines()
+    launch = (f"$ HF_TOKEN={s['hf']} python -m sglang.launch_server --model-path Qwen/Qwen3.6-27B --api-key {s['api']} "
+              f"--host {s['fqdn']} --dist-init-addr {s['ip4']}:5000 --mamba-scheduler-strategy extra_buffer "
+              "--speculative-algorithm EAGLE --mem-fraction-static 0.755")
+    extra = [
+        f"[2026-05-14 09:13:02 TP0] {s['nccl_host']}:12345:12345 [0] NCCL INFO Bootstrap : Using eth0:{s['ip4b']}<0> {s['ip6']}",
+        f"[2026-05-14 09:13:02 TP0] upload https://bob:{s['pw']}@{s['mirror']}/x failed; mail {s['email']}; "
+        f"{s['aws']} {s['gh']} {s['slack']}",
+        f"[2026-05-14 09:13:02 TP0] Authorization: Bearer {s['bearer']} password={s['pw2']} token={s['tok']} "
+        f"{s['user2']}x {s['user3']}y",
+    ]
+    lines = [l for l in lines if not l.startswith("$ ")]  # the seeded launch command replaces the sample's own
+    i = next(k for k, l in enumerate(lines) if "RuntimeError: Not enough memory" in l)
+    path = tmp_path / "server.log"
+    path.write_text("\n".join([lines[0], launch] + lines[1:i + 1] + extra + lines[i + 1:]) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("view", [markdown, slack, slack_blocks, html], ids=lambda m: m.__name__.rsplit(".", 1)[1])
+def test_shared_views_leak_nothing(tmp_path, view):
+    report = analyze([str(seeded_log(tmp_path))])
+    assert report.findings[0].category == "oom.mamba_state"
+    raw, shared = view.render(report), view.render(redact_report(report))
+    # the unredacted view shows the launch command (and the HTML view the lines around the failure) ...
+    shown = [k for k in SECRETS if k != "sk"] if view is html else ["hf", "api", "fqdn", "ip4"]  # sk-: server_args only
+    expected = {k: SECRETS[k] for k in shown}
+    assert [k for k, v in expected.items() if v not in raw] == []
+    # ... and the shared one none of it, with the aliases in their place
+    assert [k for k, v in SECRETS.items() if v in shared] == []
+    assert "[REDACTED:hf-token]" in shared and "host-1" in shared and "ip-1" in shared
+    assert "Qwen/Qwen3.6-27B" in shared
+
+
+def test_cli_redacts_shared_formats_by_default(tmp_path):
+    from typer.testing import CliRunner
+    from diag.cli import app
+    log = str(seeded_log(tmp_path))
+    runner = CliRunner()
+    shared = runner.invoke(app, ["analyze", log, "--format", "markdown"]).output
+    plain = runner.invoke(app, ["analyze", log, "--format", "markdown", "--no-redact"]).output
+    assert SECRETS["hf"] not in shared and SECRETS["hf"] in plain
