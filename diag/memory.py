@@ -1632,16 +1632,9 @@ def _opts_cuda_graph(dep: Deployment, b: Budget) -> list[Option]:
     if not pre_gib:
         return opts
     draft_out = _draft_outside_gib(b)
-    need = b.cuda_graph_gib + draft_out + b.activations_gib
-    mfs = _mfs_leaving(b, need)
-    if mfs < (b.mem_fraction_static or 1):
-        new, nb = _try(dep, b, "load", mem_fraction_static=mfs)
-        if nb.fits:
-            opts.append(Option(f"lower --mem-fraction-static to {mfs:.3f}", COST_FLAG,
-                               [_fix("--mem-fraction-static", f"{mfs:.3f}", "leave room outside the static pools for the graphs")],
-                               [], f"needs graphs {b.cuda_graph_gib:.1f} + draft {draft_out:.1f} + activations "
-                               f"{b.activations_gib:.1f} = {need:.1f} GiB outside; 1 - {need:.1f}/{pre_gib:.1f} = {mfs:.3f}; "
-                               f"then {_fits_summary(nb)}", fits=True))
+    opt = _lower_mfs_option(dep, b, "leave room outside the static pools for the graphs")
+    if opt:
+        opts.append(opt)
     bs = b.cuda_graph_max_bs or 0
     headroom = b.headroom_gib or 0
     per_bs = b.cuda_graph_gib / max(1, min(bs, b.max_running_requests or bs))
@@ -1660,6 +1653,22 @@ def _opts_cuda_graph(dep: Deployment, b: Budget) -> list[Option]:
                        ["last resort: decode becomes much slower"],
                        f"frees the {b.cuda_graph_gib:.1f} GiB of graphs", fits=None, order=9))
     return opts
+
+
+def _lower_mfs_option(dep: Deployment, b: Budget, why: str) -> Option | None:
+    """The --mem-fraction-static that leaves graphs, draft and activations their room outside the pools."""
+    draft_out = _draft_outside_gib(b)
+    need = b.cuda_graph_gib + draft_out + b.activations_gib
+    mfs = _mfs_leaving(b, need)
+    if not b.mem_fraction_static or mfs >= b.mem_fraction_static:
+        return None
+    _, nb = _try(dep, b, "load", mem_fraction_static=mfs)
+    if not nb.fits:
+        return None
+    return Option(f"lower --mem-fraction-static to {mfs:.3f}", COST_FLAG, [_fix("--mem-fraction-static", f"{mfs:.3f}", why)], [],
+                  f"outside the pools: graphs {b.cuda_graph_gib:.1f} + draft {draft_out:.1f} + activations {b.activations_gib:.1f} "
+                  f"= {need:.1f} GiB -> 1 - {need:.1f}/{b.pre_load_free_gib:.1f} = {mfs:.3f} (was {b.mem_fraction_static:.3f}); "
+                  f"then {_fits_summary(nb)}", fits=True)
 
 
 def _opts_prefill(dep: Deployment, b: Budget) -> list[Option]:
@@ -1684,16 +1693,9 @@ def _opts_prefill(dep: Deployment, b: Budget) -> list[Option]:
                            ["long prompts take more prefill steps"],
                            f"activations ~1.5 MiB x tokens: {chunk} -> {new_chunk} tokens = {chunk * 1.5 / 1024:.1f} -> "
                            f"{new_chunk * 1.5 / 1024:.1f} GiB; {max(room_gib, 0):.1f} GiB {where}", fits=None))
-    need = b.cuda_graph_gib + _draft_outside_gib(b) + b.activations_gib
-    mfs = _mfs_leaving(b, need)
-    if b.mem_fraction_static and mfs < b.mem_fraction_static:
-        _, nb = _try(dep, b, "load", mem_fraction_static=mfs)
-        if nb.fits:
-            opts.append(Option(f"lower --mem-fraction-static to {mfs:.3f}", COST_FLAG,
-                               [_fix("--mem-fraction-static", f"{mfs:.3f}", "more memory outside the static pools for activations")],
-                               [], f"outside the pools: graphs {b.cuda_graph_gib:.1f} + activations {b.activations_gib:.1f} "
-                               f"= {need:.1f} GiB -> 1 - {need:.1f}/{pre_gib:.1f} = {mfs:.3f} (was {b.mem_fraction_static:.3f}); "
-                               f"{_fits_summary(nb)}", fits=True))
+    opt = _lower_mfs_option(dep, b, "more memory outside the static pools for activations")
+    if opt:
+        opts.append(opt)
     return opts
 
 

@@ -162,6 +162,17 @@ def _budget_sentence(b) -> str:
     return text
 
 
+def _smaller_batches(ctx: Context, kind: str, why: str, option: int = 1, requests_default: int = 64) -> None:
+    """Halve what a batch may hold: the prefill chunk and admitted requests, or the decode batch."""
+    facts = ctx.facts
+    if kind != "decode":
+        chunk = _int(facts.flag("--chunked-prefill-size"))
+        ctx.add_fix("--chunked-prefill-size", max(512, chunk // 2) if chunk and chunk > 0 else 4096,
+                    f"{why}: smaller prefill chunks", option=option)
+    ctx.add_fix("--max-running-requests", _half(facts, "--max-running-requests", "max_running_requests", requests_default),
+                f"{why}: fewer requests at once", option=option)
+
+
 def _add_options(ctx: Context, options, start: int = 1) -> None:
     n = start
     for opt in options:

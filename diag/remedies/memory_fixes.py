@@ -6,7 +6,7 @@ import re
 
 from .. import phase as P
 from ..rules import Context
-from . import remedy, _oom, _gpu_text, _size, _budget, _memory_json, _budget_sentence, _add_options, _int, _current_mfs, _lower_mfs, _raise_mfs, _half
+from . import remedy, _oom, _gpu_text, _size, _budget, _memory_json, _budget_sentence, _add_options, _int, _current_mfs, _lower_mfs, _raise_mfs, _smaller_batches
 
 
 # -- memory ---------------------------------------------------------------------------
@@ -120,17 +120,12 @@ def _fallback_fixes(ctx: Context, phase: str | None, b) -> None:
                     "capture fewer/smaller decode graphs", option=2)
         ctx.finding.options.extend([{"option": 1, "title": "more headroom", "cost": 1}, {"option": 2, "title": "smaller CUDA graphs", "cost": 2}])
     elif phase in ("prefill", "warmup", "multimodal", None):
-        chunk = _int(facts.flag("--chunked-prefill-size"))
-        ctx.add_fix("--chunked-prefill-size", max(512, chunk // 2) if chunk and chunk > 0 else 4096,
-                    "smaller prefill chunks need less activation memory", option=1)
-        ctx.add_fix("--max-prefill-tokens", max(1024, chunk // 2) if chunk and chunk > 0 else 8192,
-                    "cap the new tokens of one prefill batch", option=1)
+        _smaller_batches(ctx, "prefill", "less activation memory")
         ctx.add_fix("--mem-fraction-static", _lower_mfs(mfs), "leave more headroom outside the static pool", option=2)
         ctx.finding.options.extend([{"option": 1, "title": "smaller prefill batches", "cost": 1},
                                     {"option": 2, "title": "more headroom", "cost": 2}])
     elif phase == "decode":
-        mrr = _int(facts.flag("--max-running-requests")) or _int(facts.readings.get("max_running_requests"))
-        ctx.add_fix("--max-running-requests", max(1, mrr // 2) if mrr else 64, "fewer requests decode at once", option=1)
+        _smaller_batches(ctx, "decode", "less activation memory")
         ctx.add_fix("--mem-fraction-static", _lower_mfs(mfs), "leave more headroom outside the static pool", option=2)
         ctx.finding.options.extend([{"option": 1, "title": "fewer running requests", "cost": 2},
                                     {"option": 2, "title": "more headroom", "cost": 2}])
@@ -200,14 +195,7 @@ def kv_exhausted(ctx: Context):
         ctx.add_fix("--page-size", 1 if page <= 16 else page // 4, "smaller pages waste fewer tokens per request", option=1)
         ctx.finding.options.append({"option": 1, "title": "smaller KV pages", "cost": 1})
         return None
-    if kind == "decode":
-        ctx.add_fix("--max-running-requests", _half(ctx.facts, "--max-running-requests", "max_running_requests", 64),
-                    "fewer running requests need fewer KV slots per step", option=1)
-    else:
-        chunk = _int(ctx.facts.flag("--chunked-prefill-size")) or 8192
-        ctx.add_fix("--chunked-prefill-size", max(512, chunk // 2), "smaller prefill chunks need fewer free KV slots at once", option=1)
-        ctx.add_fix("--max-running-requests", _half(ctx.facts, "--max-running-requests", "max_running_requests", 64),
-                    "admit fewer requests so their KV fits the pool", option=1)
+    _smaller_batches(ctx, kind, "less demand for free KV slots")
     ctx.add_fix("--mem-fraction-static", _raise_mfs(_current_mfs(ctx, None)), "a larger KV pool (if headroom allows)", option=2)
     ctx.finding.options.extend([{"option": 1, "title": "lower the demand", "cost": 2}, {"option": 2, "title": "larger KV pool", "cost": 1}])
     return None

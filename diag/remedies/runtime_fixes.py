@@ -5,7 +5,7 @@ import re
 
 from .. import phase as P
 from ..rules import Context
-from . import remedy, _deployment, _int, _current_mfs, _lower_mfs, _half
+from . import remedy, _deployment, _current_mfs, _lower_mfs, _smaller_batches
 
 
 @remedy
@@ -58,15 +58,7 @@ def cut_forward(ctx: Context):
             ctx.values["where"] += f", reported as '{ex.data['header']}'"
     phase = ctx.facts.values.get("cut_forward")
     ctx.finding.confidence_notes.append("the exception line is missing: the category is inferred from where the traceback stops")
-    if phase == "decode":
-        ctx.add_fix("--max-running-requests", _half(ctx.facts, "--max-running-requests", "max_running_requests", 64),
-                    "if it was an OOM: fewer requests per decode step", option=1)
-    else:
-        chunk = _int(ctx.facts.flag("--chunked-prefill-size"))
-        ctx.add_fix("--chunked-prefill-size", max(512, chunk // 2) if chunk and chunk > 0 else 4096,
-                    "if it was an OOM: smaller prefill chunks need less activation memory", option=1)
-        ctx.add_fix("--max-running-requests", _half(ctx.facts, "--max-running-requests", "max_running_requests", 128),
-                    "and fewer requests admitted at once", option=1)
+    _smaller_batches(ctx, "decode" if phase == "decode" else "prefill", "if it was an OOM", requests_default=128)
     ctx.add_fix("--mem-fraction-static", _lower_mfs(_current_mfs(ctx, None)), "if it was an OOM: more headroom outside the static pool", option=2)
     ctx.finding.options.extend([{"option": 1, "title": "smaller batches", "cost": 1}, {"option": 2, "title": "more headroom", "cost": 2}])
     return None
