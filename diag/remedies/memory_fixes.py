@@ -161,7 +161,6 @@ def _mamba_sentence(ctx: Context, b) -> str:
 @remedy
 def kv_pool_refused(ctx: Context):
     """The 'Not enough memory' refusals: quote the printed fraction, say when it is suspiciously low."""
-    facts = ctx.facts
     text = " ".join(h.text for h in ctx.hits)
     m = re.search(r"mem_fraction_static=([\d.]+)", text)
     if m:
