@@ -17,6 +17,7 @@ from .rank import finalize
 
 SMI_MARKERS = ("NVIDIA-SMI ", "==NVSMI LOG==", "<nvidia_smi_log", "memory.used", "KMD Version")
 SMI_CAPTURE = 400
+SMI_CONTEXT_LINES = 5000
 
 
 @dataclass
@@ -35,12 +36,14 @@ def _kind(opened: Opened, forced: str | None) -> str:
 
 def _read_smi(index: int, opened: Opened, info: InputInfo) -> list:
     cleaner = Cleaner(light=True)
-    lines = [t for _, t in cleaner.run(iter_lines(opened))]
+    numbered = list(cleaner.run(iter_lines(opened)))
+    lines = [t for _, t in numbered]
     info.lines = len(lines)
     snap = smi_mod.parse_smi(lines)
     if snap is None:
         info.notes.append("no nvidia-smi output recognised in this input")
         return []
+    snap.context = {(index, n): t for n, t in numbered[:SMI_CONTEXT_LINES]}  # lines to quote as evidence
     return [snap]
 
 

@@ -128,6 +128,8 @@ def build(parsers: list[LogParser], smi_snapshots: list, explicit_versions: list
     f.events.sort(key=lambda e: (e.input, e.line))
     f.milestones = [e for e in f.events if e.kind == "milestone"]
     f.smi = smi_snapshots
+    for snap in smi_snapshots:
+        f.context.update(getattr(snap, "context", {}))
     _versions(f, parsers, explicit_versions, sglang_version)
     _flags(f, launch_text)
     _environment(f)
@@ -379,7 +381,9 @@ def _oom_info(f: Facts, o: Event, spec: bool) -> OomInfo:
 
 def _state(f: Facts, parsers) -> None:
     phases = {m.data.get("phase") for m in f.milestones}
-    if f.content_lines == 0:
+    if not parsers and f.smi:
+        f.state = "smi_only"
+    elif f.content_lines == 0:
         f.state = "empty"
     elif all(e.kind == "nohup" for e in f.events) and f.events and f.content_lines == len(f.events):
         f.state = "nohup_only"
@@ -448,9 +452,13 @@ def _values(f: Facts, parsers_last: list[str]) -> None:
                              if f.failure_line is not None and abs(n - f.failure_line) <= 12)
     v["cut_forward"] = _cut_forward(f)
     v.update(_log_end(f, parsers_last))
+    v["smi.faults"] = _smi_faults(f)
+    v["smi.error"] = next((s.error for s in f.smi if s.error), None)
     other = _smi_other(f)
     v["smi.other"] = other
     v["smi.other_mib"] = sum(p["used_mib"] for p in other)
+    v["smi.held_share"] = max((g["memory_used_mib"] / g["memory_total_mib"] for g in f.gpus
+                               if g.get("memory_used_mib") and g.get("memory_total_mib")), default=0.0)
     from .lint import lint_facts
     breaking, conflicts = lint_facts(f)
     v["launch.unknown"] = breaking
@@ -486,6 +494,20 @@ def _cut_forward(f: Facts) -> str | None:
     if any(fr.func in ("forward", "_forward_raw", "forward_batch_generation") for fr in frames):
         return "prefill"
     return None
+
+
+SMI_FAULT = re.compile(r"ERR!|uncorrectable|remapping (?:pending|failure)|retirement pending|fallen off", re.I)
+
+
+def _smi_faults(f: Facts) -> list[dict]:
+    """GPUs whose snapshot shows an error state: ERR! cells, uncorrectable ECC, pending row remaps."""
+    out = []
+    for snap in f.smi:
+        for g in snap.gpus:
+            bad = [e for e in g.errors if SMI_FAULT.search(e)]
+            if bad:
+                out.append({"gpu": g.index, "name": g.name, "errors": bad, "line": g.line})
+    return out
 
 
 def _smi_other(f: Facts) -> list[dict]:

@@ -1,4 +1,8 @@
-"""Root-cause category ids (../shared/reference/taxonomy.md), with one line each."""
+"""Root-cause category ids (../shared/reference/taxonomy.md), with one line each.
+
+Added here (no id in the shared taxonomy fits): env.gpu_fault, for a GPU whose own state is
+broken, which nvidia-smi shows and no SGLang flag can change.
+"""
 CATEGORIES = {
     "oom.weights": "the model's weights (plus draft model) do not fit on the GPUs as sharded",
     "oom.kv_pool": "weights fit but too little is left for the KV (and state) pool under --mem-fraction-static",
@@ -24,6 +28,7 @@ CATEGORIES = {
     "env.import_error": "a Python package is missing or built against another torch/CUDA",
     "env.model_load": "the model files cannot be found, downloaded or read",
     "env.http_proxy": "proxy variables catch the server's own local requests",
+    "env.gpu_fault": "the GPU itself is in an error state (ERR! in nvidia-smi, uncorrectable ECC, pending row remaps, lost from the bus)",
     "runtime.watchdog_hang": "the scheduler made no progress and the watchdog fired",
     "runtime.other": "a runtime failure that fits none of the above",
 }

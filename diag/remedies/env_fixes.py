@@ -347,3 +347,78 @@ def http_proxy(ctx: Context):
     return None
 
 
+
+
+@remedy
+def gpu_fault(ctx: Context):
+    faults = ctx.facts.values.get("smi.faults") or []
+    parts, severe = [], False
+    for f in faults:
+        parts.append(f"GPU {f['gpu']} ({f.get('name') or '?'}): {'; '.join(f['errors'])}")
+        severe = severe or any("ERR!" in e or "uncorrectable" in e.lower() and "correctable" != e.lower() for e in f["errors"])
+        _quote_smi_line(ctx, f.get("line"), f"GPU {f['gpu']}: {'; '.join(f['errors'])}")
+    if not ctx.finding.evidence:
+        ctx.evidence(0, "; ".join(parts), role="trigger")
+    if not severe:
+        ctx.finding.severity = "warning"
+        ctx.finding.title = "A GPU needs a reset (pending memory row remapping or page retirement)"
+    ctx.values["fault_sentence"] = ("nvidia-smi shows " + "; ".join(parts) + ". Keep SGLang (and every rank of a sharded server) "
+                                    "off that GPU until it is reset or replaced.")
+    ctx.finding.fix_other.extend([
+        "Check the kernel log for the Xid: `dmesg -T | grep -i xid` (79: fallen off the bus, 119/120: GSP timeouts, 48/63/64/94/95: memory errors).",
+        "Drain the GPU and reset it (`nvidia-smi -r -i N`, or reboot the node); replace it if errors return.",
+        "Meanwhile run SGLang on the healthy GPUs only: CUDA_VISIBLE_DEVICES listing them.",
+    ])
+    return None
+
+
+@remedy
+def gpu_held(ctx: Context):
+    facts = ctx.facts
+    parts = []
+    for g in facts.gpus:
+        used, total = g.get("memory_used_mib"), g.get("memory_total_mib")
+        if used and total and used / total >= 0.1:
+            procs = [p for p in facts.gpu_processes if p.get("gpu") == g.get("index") and p.get("used_mib")]
+            who = ", ".join(f"PID {p['pid']} {p.get('name') or ''} {p['used_mib']} MiB".strip() for p in procs[:4])
+            parts.append(f"GPU {g.get('index')} has {used:,} of {total:,} MiB in use" + (f" ({who})" if who else ""))
+    ctx.values["held_sentence"] = ("; ".join(parts) + ". A server started now would size its KV cache from what is left, "
+                                   "or fail to start.") if parts else "GPU memory is in use."
+    for snap in facts.smi:
+        for g in snap.gpus:
+            if g.memory_used_mib and g.memory_total_mib and g.memory_used_mib / g.memory_total_mib >= 0.1:
+                _quote_smi_line(ctx, g.line, f"GPU {g.index}: {g.memory_used_mib} / {g.memory_total_mib} MiB", memory=True)
+    if not ctx.finding.evidence:
+        ctx.evidence(0, ctx.values["held_sentence"], role="trigger")
+    ctx.finding.fix_other.append("If the processes are an old server of yours, stop them; otherwise pick free GPUs with CUDA_VISIBLE_DEVICES.")
+    return None
+
+
+def _quote_smi_line(ctx: Context, line: int | None, fallback: str, memory: bool = False) -> None:
+    """Quote the snapshot's own line for a GPU (the memory row of a table when asked), else a summary."""
+    if line is None:
+        ctx.evidence(0, fallback, role="trigger")
+        return
+    found = [(k, t) for k, t in ctx.facts.context.items() if k[1] == line]
+    if not found:
+        ctx.evidence(line, fallback, role="trigger")
+        return
+    (inp, n), text = found[0]
+    if memory:  # table layout: the memory cell is on the row below the name
+        below = ctx.facts.context.get((inp, n + 1), "")
+        if "MiB /" in below:
+            n, text = n + 1, below
+    ctx.evidence(n, text, role="trigger", input_index=inp)
+
+
+@remedy
+def driver_unreachable(ctx: Context):
+    error = ctx.facts.values.get("smi.error") or ""
+    ctx.values["smi_error"] = error
+    found = [(k, t) for k, t in ctx.facts.context.items() if error and error[:40] in t]
+    if found:
+        (inp, n), text = found[0]
+        ctx.evidence(n, text, role="trigger", input_index=inp)
+    else:
+        ctx.evidence(0, error, role="trigger")
+    return None
