@@ -182,6 +182,32 @@ def mem(
 
 
 @app.command()
+def events(
+    file: str = typer.Argument(..., help="A server log ('-' for stdin)."),
+    kinds: List[str] = typer.Option([], "--kind", "-k", help="Only these event kinds (milestone, exception, oom, batch, plain, …)."),
+) -> None:
+    """What diag sees in a log: one JSON event per line (after chat-paste clean-up), streamed."""
+    import json
+    import math
+    from .clean import Cleaner
+    from .parse.sglang import iter_events
+    from .read import InputError, iter_lines, open_input
+    try:
+        opened = open_input(file)
+    except InputError as exc:
+        fail(str(exc))
+    for ev in iter_events(Cleaner().run(iter_lines(opened))):
+        if kinds and ev.kind not in kinds:
+            continue
+        data = {k: v for k, v in ev.data.items() if k != "oom_event"}
+        if "frames" in data:
+            data["frames"] = [f.short for f in data["frames"]]
+        data = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in data.items()}
+        sys.stdout.write(json.dumps({"line": ev.line, "kind": ev.kind, "rank": ev.rank, "ts": ev.ts, "text": ev.text,
+                                     "data": data}, default=str, ensure_ascii=False) + "\n")
+
+
+@app.command()
 def version() -> None:
     """Print diag's version and the SGLang versions it knows."""
     from . import __version__

@@ -312,3 +312,23 @@ def test_usage_block_narrows_the_version():
     finally:
         os.unlink(fh.name)
     assert facts.version.high == "0.4.6.post5", facts.version  # --enable-flashinfer-mla was removed after 0.4.6
+
+
+def test_iter_events_yields_every_line():
+    from diag.parse.sglang import iter_events
+    text = """[2025-01-06 02:58:11 TP0] Decode batch. #running-req: 2, #token: 307481, token usage: 1.00, gen throughput (token/s): 10.92, #queue-req: 0
+something the parser does not know
+[2025-01-01 10:00:00 TP0] Load weight begin. avail mem=78.90 GB
+
+RuntimeError: boom"""
+    evs = list(iter_events(Cleaner().run(text.splitlines())))
+    assert [(e.line, e.kind) for e in evs] == [(1, "batch"), (2, "plain"), (3, "milestone"), (5, "exception")]
+    assert evs[0].data["running"] == 2 and evs[0].data["kind"] == "decode"
+
+
+def test_events_command_streams_json_lines():
+    import json, subprocess, sys
+    out = subprocess.run([sys.executable, "-m", "diag", "events", str(CORPUS[0].parent / "006-warmup-502-killed-http-proxy.log"),
+                          "--kind", "exception"], capture_output=True, text=True, check=True).stdout.splitlines()
+    ev = json.loads(out[0])
+    assert ev["kind"] == "exception" and ev["data"]["type"] == "AssertionError" and ev["data"]["frames"]

@@ -565,3 +565,24 @@ def _graph_role(msg: str) -> str:
     if "piecewise" in low or "prefill" in low:
         return "prefill"
     return "decode"
+
+
+def iter_events(numbered_lines, input_index: int = 0):
+    """Every line as an event, streamed: the typed events the parser recognises, 'batch' rows,
+    and 'plain' events for lines that match nothing (nothing is held beyond the parser's context)."""
+    parser = LogParser(input_index)
+    for lineno, text in numbered_lines:
+        before = len(parser.events)
+        cls = parser.feed(lineno, text)
+        if len(parser.events) > before:
+            yield from parser.events[before:]
+        elif cls == "batch" and len(parser.batches) and parser.batches.line[-1] == lineno:
+            b, i = parser.batches, len(parser.batches) - 1
+            yield Event("batch", input_index, lineno, text, data={
+                "kind": "decode" if b.kind[i] else "prefill", "running": b.running[i], "queue": b.queue[i],
+                "token_usage": b.usage[i], "tokens": b.tokens[i], "throughput": b.throughput[i]})
+        elif cls != "blank":
+            yield Event("http" if cls == "http" else "plain", input_index, lineno, text)
+    before = len(parser.events)
+    parser.finish()
+    yield from parser.events[before:]
