@@ -84,13 +84,20 @@ def _common_literal_prefix(lines: list[str]) -> str | None:
 
 
 def _mid_token(prev: str, nxt: str) -> bool:
-    """The break falls inside a word, a flag or a number, or right at a space — as a hard wrap does."""
+    """The break falls inside a word, a flag or a number, or right at a space — as a hard wrap does
+    (and not between a record's last value and an unrelated line such as 'Killed')."""
     a, b = prev[-1:], nxt[:1]
-    if not a or not b or (a == " " and b == " "):
+    if not a or not b:
         return False
-    if b == " " and not nxt[1:2].isalnum():
-        return False
-    return (a.isalnum() or a in " ,;:-_/=") and (b.isalnum() or b in " -_/=")
+    if b == " ":
+        return (a.isalnum() or a in ",;:") and nxt[1:2].isalnum()
+    if a == " ":
+        return b.isalnum() or b in "-_/"
+    if a.isalpha():
+        return b.islower() or b.isdigit() or b in "-_/=.:"
+    if a.isdigit():
+        return b.isdigit() or b in "._-:/"
+    return a in "-_/=" and (b.isalnum() or b in "-_")
 
 
 def _wrap_width(lines: list[str], starts_record) -> int | None:

@@ -332,3 +332,9 @@ def test_events_command_streams_json_lines():
                           "--kind", "exception"], capture_output=True, text=True, check=True).stdout.splitlines()
     ev = json.loads(out[0])
     assert ev["kind"] == "exception" and ev["data"]["type"] == "AssertionError" and ev["data"]["frames"]
+
+
+def test_a_last_value_followed_by_a_shell_line_is_not_a_wrap():
+    lines = ["[2025-01-06 02:58:11 TP0] Decode batch. #running-req: 2, #token: 307481, token usage: 1.00, #queue-req: 0",
+             "Killed", "something else entirely"]
+    assert [t for _, t in Cleaner().run(lines)] == lines
