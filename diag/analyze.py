@@ -73,6 +73,7 @@ def _read_log(index: int, opened: Opened, info: InputInfo, matcher: R.LineMatche
     if capture:
         _embedded_smi(capture, capture_start, smi_found)
     parser.finish()
+    _scan_continued_messages(parser, matcher, index)
     info.lines = cleaner.info.dropped + parser.lines + cleaner.info.joined
     if info.bytes == 0:
         info.bytes = chars
@@ -83,6 +84,16 @@ def _read_log(index: int, opened: Opened, info: InputInfo, matcher: R.LineMatche
     if cleaner.info.joined:
         info.notes.append(f"joined {cleaner.info.joined} line(s) the paste had wrapped at {cleaner.info.wrap_width} characters")
     return parser
+
+
+def _scan_continued_messages(parser: LogParser, matcher: R.LineMatcher, index: int) -> None:
+    """An exception message that goes on over several lines (wrapped by the paster, or multi-line by
+    nature) is matched once more as one line, so rules see sentences that span lines."""
+    for ev in parser.events:
+        msg = ev.data.get("message") or ""
+        if ev.kind == "exception" and "\n" in msg and ev.data.get("type"):
+            joined = f"{ev.data['type']}: " + " ".join(part.strip() for part in msg.splitlines() if part.strip())
+            matcher.scan(index, ev.line, joined[:4000], joined[:4000])
 
 
 def _embedded_smi(lines: list[str], start: int, out: list) -> None:

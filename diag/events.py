@@ -63,3 +63,4 @@ class Traceback:
     partial_head: bool = False   # started mid-traceback (no "Traceback (most recent call last):")
     chained: bool = False        # raised while handling an earlier exception
     header_text: str = ""        # e.g. "Scheduler hit an exception:"
+    ts: str | None = None        # the header line's timestamp

@@ -147,7 +147,7 @@ def _versions(f: Facts, parsers, explicit, override) -> None:
     else:
         ranges = []
         texts = [(e.line, e.text) for e in f.events if e.text]
-        texts += [(e.line, e.data.get("message", "")) for e in f.events if e.kind in ("exception", "argparse")]
+        texts += [(e.line, " ".join((e.data.get("message") or "").split())) for e in f.events if e.kind in ("exception", "argparse")]
         texts += [p.first_batch for p in parsers if p.first_batch]
         texts += [(e.line, fr.file) for e in f.events if e.kind == "exception" for fr in e.data.get("frames") or []]
         for line, text in texts:
@@ -329,7 +329,7 @@ def _failures(f: Facts) -> None:
     if phase:
         f.failure_phase = P.PhaseGuess(phase, "frames", 0.8, [], target.line)
         return
-    phase, ms = P.from_milestones(f.milestones, target.line, target.rank, spec, _batch_phase(f, target.line))
+    phase, ms = P.from_milestones(f.milestones, target.line, target.rank, spec, _batch_phase(f, target.line), target.ts)
     f.failure_phase = P.PhaseGuess(phase, "milestones" if phase else "none", 0.7 if phase else 0.3, [], ms.line if ms else None)
 
 
@@ -370,7 +370,7 @@ def _oom_info(f: Facts, o: Event, spec: bool) -> OomInfo:
     elif (ph := P.from_frames(d.get("frames") or [])):
         guess = P.PhaseGuess(ph, "frames", 0.9)
     else:
-        ph, ms = P.from_milestones(f.milestones, o.line, o.rank, spec, _batch_phase(f, o.line))
+        ph, ms = P.from_milestones(f.milestones, o.line, o.rank, spec, _batch_phase(f, o.line), o.ts)
         if ph:
             guess = P.PhaseGuess(ph, "milestones", 0.75, [f"the last start-up step printed before it was line {ms.line}"] if ms else
                                  ["the server was already serving batches"], ms.line if ms else None)

@@ -68,11 +68,18 @@ def from_frames(frames: list[Frame]) -> str | None:
     return None
 
 
-def from_milestones(milestones: list[Event], before_line: int, rank: str | None, spec: bool, batches_before: str | None) -> tuple[str | None, Event | None]:
-    """The step after the last milestone the failing rank (or any rank) printed before the failure."""
-    relevant = [m for m in milestones if m.line <= before_line and (rank is None or m.rank in (rank, None))]
+def from_milestones(milestones: list[Event], before_line: int, rank: str | None, spec: bool, batches_before: str | None,
+                    before_ts: str | None = None) -> tuple[str | None, Event | None]:
+    """The step after the last milestone the failing rank (or any rank) printed before the failure.
+    'Before' is by line, or by timestamp when both carry one (pastes are not always in order)."""
+    def earlier(m: Event) -> bool:
+        return m.line <= before_line or bool(before_ts and m.ts and m.ts <= before_ts)
+
+    relevant = [m for m in milestones if earlier(m) and (rank is None or m.rank in (rank, None))]
     if not relevant and rank is not None:
-        relevant = [m for m in milestones if m.line <= before_line]
+        relevant = [m for m in milestones if earlier(m)]
+    if before_ts:
+        relevant.sort(key=lambda m: (m.ts or "", m.line))
     if batches_before:
         return batches_before, None
     if not relevant:

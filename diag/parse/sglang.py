@@ -25,6 +25,9 @@ PYSPY_FRAME = re.compile(r"^\s+(\w+) \(([^():]+\.py):(\d+)\)\s*$")
 EXC_LINE = re.compile(
     r"^((?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Fault|Failure|Warning)|Exception|AssertionError|KeyboardInterrupt|StopIteration))"
     r"(?::\s?(.*))?$")
+# a line of Python source (shown unindented when a traceback was pasted without its indentation)
+CODE_LINE = re.compile(r"[:(\[{,=]$|^(?:if|elif|else|for|while|return|raise|with|def|class|try|except|finally|assert|import|from|"
+                       r"yield|await|async|self\.|[a-z_][\w.]*\s*=[^=])")
 # lines printed by the shell or the interpreter itself, never part of an exception message
 STANDALONE = re.compile(r"^(?:Killed|Aborted|Bus error|Segmentation fault|Fatal Python error|nohup:|Exit code:)")
 CHAIN = ("During handling of the above exception", "The above exception was the direct cause")
@@ -292,7 +295,7 @@ class LogParser:
             self._close_exc()
             self._close_tb()
             header = msg.split("Traceback (most recent call last)")[0].strip().rstrip(":")
-            self._tb = Traceback(input=self.input, start=lineno, rank=rank, header_text=header, chained=self._tb_chain_next)
+            self._tb = Traceback(input=self.input, start=lineno, rank=rank, header_text=header, chained=self._tb_chain_next, ts=ts)
             self._tb_chain_next = False
             if header:
                 self._event("error", lineno, text, ts, rank, message=header, source="traceback-header")
@@ -320,7 +323,7 @@ class LogParser:
                 if self._tb.frames and not self._tb.frames[-1].code and not stripped.startswith("^"):
                     self._tb.frames[-1].code = stripped[:200]
                 return "plain"  # source line under a frame
-            if not (ts or rank):
+            if not (ts or rank) and CODE_LINE.search(stripped):
                 return "plain"  # an unindented source line in a pasted fragment
             self._close_tb()   # a new record: the traceback was cut
         if self._exc is not None:
@@ -500,7 +503,7 @@ class LogParser:
         self._close_exc()
         tb = self._tb
         frames = tb.frames if tb else []
-        ev = self._event("exception", lineno, text, ts, rank or (tb.rank if tb else None), type=exc_type, message=message,
+        ev = self._event("exception", lineno, text, ts or (tb.ts if tb else None), rank or (tb.rank if tb else None), type=exc_type, message=message,
                          frames=list(frames), tb_start=tb.start if tb else None,
                          partial_head=tb.partial_head if tb else True, has_traceback=tb is not None,
                          chained=bool(tb and tb.chained) or self._tb_chain_next, header=tb.header_text if tb else "")
@@ -542,7 +545,7 @@ class LogParser:
         self.tracebacks.append(tb)
         # a cut traceback still says where the process was
         first = self.context.get(tb.start, "")
-        self._event("exception", tb.start, first, None, tb.rank, type=None, message="", frames=list(tb.frames),
+        self._event("exception", tb.start, first, tb.ts, tb.rank, type=None, message="", frames=list(tb.frames),
                     tb_start=tb.start, partial_head=tb.partial_head, partial_tail=True, has_traceback=True,
                     chained=tb.chained, header=tb.header_text)
 

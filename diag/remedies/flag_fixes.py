@@ -273,7 +273,11 @@ def mamba_strategy_validation(ctx: Context):
         ctx.values["check_text"] = "--mamba-track-interval " + ("is below the speculative draft tokens" if "draft" in text else "is not a multiple of the page size")
         ctx.add_fix("--mamba-track-interval", 256 if not other else (max(256, int(other)) if "draft" in text else int(other) * max(1, 256 // int(other))),
                     "a tracking interval at least the draft tokens and divisible by the page size", option=1)
-    elif "not supported for" in text or "only supported on" in text or "platform support" in text:
+    elif "Page size must be 1 for MambaRadixCache" in text:
+        ctx.values["check_text"] = "the Mamba radix cache (v1) works with --page-size 1 only"
+        ctx.add_fix("--page-size", 1, "the Mamba radix cache tracks states token by token", option=1)
+        ctx.add_fix("--disable-radix-cache", None, "or keep the page size and give up prefix caching", option=2)
+    elif "not supported for" in text or "only supported on" in text or "platform support" in text or "extra_buffer needs" in text:
         ctx.values["check_text"] = "extra_buffer is not supported for this model or platform"
         ctx.add_fix(f, "no_buffer", "the strategy this model/platform supports", option=1)
         ctx.add_fix("--disable-overlap-schedule", None, "no_buffer needs it", option=1)
@@ -398,3 +402,13 @@ def launch_lint_combos(ctx: Context):
     return None
 
 
+
+
+@remedy
+def flag_pair(ctx: Context):
+    a, b = ctx.values.get("flag_a"), ctx.values.get("flag_b")
+    for n, flag in enumerate((a, b), 1):
+        if flag:
+            ctx.add_fix(flag, action="remove", why=f"the other side ({b if flag == a else a}) stays", option=n)
+            ctx.finding.options.append({"option": n, "title": f"drop {flag}", "cost": 2})
+    return None

@@ -266,3 +266,12 @@ def other_process(ctx: Context):
     return None
 
 
+
+
+@remedy
+def kv_budget_check(ctx: Context):
+    """Applies only when SGLang's sizing, on the printed numbers, leaves no KV pool."""
+    dep, b = _budget(ctx)
+    if b is None or not any(g in ("kv_pool", "weights", "mamba") for g in b.goals):
+        return False
+    return None
