@@ -410,16 +410,27 @@ def _state(f: Facts, parsers) -> None:
             f.fragment.append(f"line {e.line}: a traceback is cut before its exception line")
             break
     for p in parsers:
-        last = p.last_line_text.rstrip()
-        if last and re.search(r"[A-Za-z]$", last) and len(last) > 40 and not last.endswith((".", ":", ")", "!")) \
-                and re.search(r"(?:Error|error|memory|GiB|fa|the|is)\b|\w{2,}$", last) and _cut_word(last):
-            f.fragment.append("the last line ends mid-word or mid-sentence (cut when pasted)")
+        if _message_cut(f, p):
+            f.fragment.append("the last line stops in the middle of a message (cut when pasted)")
             break
 
 
-def _cut_word(text: str) -> bool:
-    tail = text.split()[-1] if text.split() else ""
-    return tail.isalpha() and len(tail) <= 3 or text.endswith((" a", " the", " fa", " of"))
+# Message templates whose full form is known: a last line that starts one but lacks its end was cut.
+CUT_TEMPLATES = [
+    (re.compile(r"Of the allocated memory"), re.compile(r"Of the allocated memory [\d.]+ \w+ is allocated by PyTorch")),
+    (re.compile(r"It usually means the child"), re.compile(r"It usually means the child failed\.")),
+    (re.compile(r"(?:Decode|Prefill) batch[ .,\[]"), re.compile(r"#queue-req: \d+")),
+]
+
+
+def _message_cut(f: Facts, parser: LogParser) -> bool:
+    """The paste ends inside a message: brackets left open, or a known template without its end."""
+    last = parser.last_line_text.rstrip()
+    if not last:
+        return False
+    if any(last.count(a) > last.count(b) for a, b in ("()", "[]", "{}")):
+        return True
+    return any(start.search(last) and not full.search(last) for start, full in CUT_TEMPLATES)
 
 
 def _values(f: Facts, parsers_last: list[str]) -> None:
