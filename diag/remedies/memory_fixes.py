@@ -6,7 +6,7 @@ import re
 
 from .. import phase as P
 from ..rules import Context
-from . import remedy, _oom, _gpu_text, _size, _budget, _memory_json, _budget_sentence, _add_options, _int, _current_mfs, _lower_mfs, _raise_mfs, _smaller_batches
+from . import remedy, _oom, _gpu_text, _size, _budget, _memory_json, _budget_sentence, _add_options, _int, _current_mfs, _lower_mfs, _raise_mfs, _smaller_batches, _float
 
 
 # -- memory ---------------------------------------------------------------------------
@@ -51,8 +51,8 @@ def oom_memory(ctx: Context):
         _add_options(ctx, opts)
         if phase in ("prefill", "decode", "warmup", "multimodal", "cuda_graph", "draft", None):
             _shortfall_option(ctx, b, oi)
-    if not ctx.finding.fix:
-        _fallback_fixes(ctx, phase, b)
+    if not ctx.finding.fix or ctx.values.get("mamba_rebalanced") and len(ctx.finding.fix) == 1:
+        _fallback_fixes(ctx, phase, b, start=2 if ctx.values.get("mamba_rebalanced") else 1)
     if phase == "mamba":
         ctx.values["mamba_sentence"] = _mamba_sentence(ctx, b)
     return None
@@ -92,7 +92,7 @@ def _to_mamba(ctx: Context, b) -> None:
                               "blame on the Mamba state pool")
 
 
-def _fallback_fixes(ctx: Context, phase: str | None, b) -> None:
+def _fallback_fixes(ctx: Context, phase: str | None, b, start: int = 1) -> None:
     """Fixes when the arithmetic lacks inputs: directions from the phase, values from what is known."""
     facts = ctx.facts
     mfs = _current_mfs(ctx, b)
@@ -135,10 +135,35 @@ def _fallback_fixes(ctx: Context, phase: str | None, b) -> None:
         ctx.add_fix("--mem-fraction-static", _lower_mfs(mfs), "leave room outside the static pool for the draft model", option=2)
         ctx.finding.options.extend([{"option": 1, "title": "fewer draft tokens", "cost": 2}, {"option": 2, "title": "more headroom", "cost": 2}])
     elif phase == "mamba":
-        mrr = _int(facts.flag("--max-running-requests"))
-        ctx.add_fix("--max-running-requests", max(1, mrr // 2) if mrr else 16, "each running request pins 3-5 Mamba slots", option=1)
-        ctx.add_fix("--mamba-ssm-dtype", "bfloat16", "halve the SSM state per slot", option=2)
-        ctx.finding.options.extend([{"option": 1, "title": "fewer running requests", "cost": 2}, {"option": 2, "title": "bf16 SSM state", "cost": 2}])
+        cap, why = _mamba_request_cap(ctx)
+        ctx.add_fix("--max-running-requests", cap, why, option=start)
+        ctx.add_fix("--mamba-ssm-dtype", "bfloat16", "halve the SSM state per slot (twice the slots in the same memory)", option=start + 1)
+        ctx.finding.options.extend([{"option": start, "title": "fewer running requests", "cost": 2},
+                                    {"option": start + 1, "title": "bf16 SSM state", "cost": 2}])
+
+
+def _mamba_request_cap(ctx: Context) -> tuple[int, str]:
+    """Running requests the Mamba pool can serve: its slots over the slots each request holds, with a
+    quarter left for states the radix cache keeps for cached prefixes."""
+    text = " ".join(h.text for h in ctx.hits)
+    size = re.search(r"mamba_pool\.size=(\d+)|max_mamba_cache_size=(\d+)", text)
+    slots = int(size[1] or size[2]) if size else _int(ctx.facts.readings.get("mamba_cache_size"))
+    b = next((s for s in ctx.facts.batches if len(s)), None)
+    strategy = str(ctx.facts.flag("--mamba-scheduler-strategy", "--mamba-radix-cache-strategy") or "")
+    ratio = 5 if "extra_buffer" in strategy else 3
+    if slots and b is not None and len(b):
+        last = max(range(len(b)), key=lambda i: b.line[i])
+        used, running = b.mamba_usage[last], b.running[last]
+        if used == used and running == running and running > 0:
+            ratio = max(1, round(slots * used / running))  # slots the running requests actually hold, each
+    if slots:
+        cap = max(1, int(slots / ratio * 0.75))
+        return cap, f"{slots} Mamba slots / {ratio} slots per running request, with room kept for cached prefix states"
+    mrr = _int(ctx.facts.flag("--max-running-requests"))
+    if b is not None and len(b):
+        running = max((x for x in b.running if x == x), default=0)
+        mrr = mrr or int(running)
+    return (max(1, mrr // 2) if mrr else 16), "each running request pins 3-5 Mamba slots"
 
 
 def _mamba_sentence(ctx: Context, b) -> str:
@@ -274,4 +299,38 @@ def kv_budget_check(ctx: Context):
     dep, b = _budget(ctx)
     if b is None or not any(g in ("kv_pool", "weights", "mamba") for g in b.goals):
         return False
+    return None
+
+
+@remedy
+def mamba_rebalance(ctx: Context):
+    """Run-time slot exhaustion while the KV pool has room: move memory from KV to Mamba state.
+
+    SGLang gives the Mamba pool r/(1+r) of the pool budget (r = --mamba-full-memory-ratio, 0.9); when
+    the batch lines show Mamba usage near 1.00 and KV usage low, a larger r serves more requests at the
+    same memory.
+    """
+    text = " ".join(h.text for h in ctx.hits)
+    if "Not enough space for mamba" not in text:
+        return None
+    b = next((s for s in ctx.facts.batches if len(s)), None)
+    if b is None:
+        return None
+    last = max(range(len(b)), key=lambda i: b.line[i])
+    kv, mamba = b.usage[last], b.mamba_usage[last]
+    if not (mamba == mamba and kv == kv) or mamba < 0.95 or kv > 0.7:
+        return None
+    r0 = _float(ctx.facts.flag("--mamba-full-memory-ratio")) or 0.9
+    kv_share = 1 / (1 + r0) * max(kv / 0.8, 0.05)       # keep 20% spare in the KV pool
+    r1 = round((1 - kv_share) / kv_share, 1)
+    gain = ((1 - kv_share) / (r0 / (1 + r0)))
+    size = re.search(r"mamba_pool\.size=(\d+)", text)
+    slots = f"{int(size[1])} → about {int(int(size[1]) * gain)} slots" if size else f"about {gain:.1f}× the slots"
+    ctx.add_fix("--mamba-full-memory-ratio", r1,
+                f"the Mamba pool is full (usage {mamba:.2f}) while the KV pool is {kv:.0%} used: shift memory to the state pool "
+                f"({slots}, the KV pool keeps {kv_share * (1 + r0):.0%} of its size)", option=1)
+    ctx.finding.options.append({"option": 1, "title": "rebalance the pools: more Mamba slots, fewer spare KV tokens", "cost": 1,
+                                "arithmetic": f"KV share 1/(1+{r0}) → {kv_share:.2f}; ratio {r0} → {r1}"})
+    ctx.evidence(b.line[last], ctx.facts.context.get((0, b.line[last]), ""), role="context")
+    ctx.values["mamba_rebalanced"] = True
     return None
