@@ -58,6 +58,11 @@ def truncated_startup(ctx: Context):
     hint = {"weights": " Weight loading reads the checkpoint through host RAM: a SIGKILL from the OOM killer is likely if host memory is small.",
             "cuda_graph": " Graph capture was next or running: a native crash or a kill during capture leaves no traceback."}.get(nxt or "", "")
     ctx.values["stop_advice"] = ("Either the process was killed from outside (no traceback is printed then) or the paste/log was cut." + hint)
+    if ctx.facts.of_kind("nohup"):
+        ctx.values["stop_advice"] += (" The server ran under nohup: started over ssh, it can still die when the session closes "
+                                      "(nohup only ignores SIGHUP for the first process), and output buffered at that moment is lost.")
+        ctx.finding.fix_other.append("Start it under tmux/screen or `setsid nohup cmd > server.log 2>&1 < /dev/null &`, with "
+                                     "PYTHONUNBUFFERED=1, then check whether it still runs after you log out.")
     ctx.finding.fix_other.extend([
         "Check whether the process still runs (ps / nvidia-smi) and how it ended: `dmesg -T | grep -i -E 'killed process|oom'`, "
         "the container's exit reason (docker inspect / kubectl describe pod: OOMKilled), the job scheduler's log.",
