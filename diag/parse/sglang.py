@@ -29,7 +29,8 @@ EXC_LINE = re.compile(
 CODE_LINE = re.compile(r"[:(\[{,=]$|^(?:if|elif|else|for|while|return|raise|with|def|class|try|except|finally|assert|import|from|"
                        r"yield|await|async|self\.|[a-z_][\w.]*\s*=[^=])")
 # lines printed by the shell or the interpreter itself, never part of an exception message
-STANDALONE = re.compile(r"^(?:Killed|Aborted|Bus error|Segmentation fault|Fatal Python error|nohup:|Exit code:)")
+STANDALONE = re.compile(r"^(?:Killed|Aborted|Bus error|Segmentation fault|Fatal Python error|nohup:|Exit code:|"
+                        r"已杀死|已殺死|Getötet|強制終了)")  # bash's 'Killed' in Chinese, German, Japanese locales
 CHAIN = ("During handling of the above exception", "The above exception was the direct cause")
 
 NUM = r"(\d+(?:\.\d+)?)"
@@ -427,8 +428,9 @@ class LogParser:
             e("signal", lineno, text, ts, rank, signal="scheduler_dead", exit_code=code)
         elif RE_EXIT_CODE.match(stripped):
             e("signal", lineno, text, ts, rank, signal="exit_code", exit_code=int(RE_EXIT_CODE.match(stripped)[1]))
-        elif stripped in ("Killed", "Aborted", "Bus error", "Segmentation fault") or re.match(r"^(?:Killed|Aborted|Bus error|Segmentation fault)(?: \(core dumped\))?\s+", stripped) or "Fatal Python error" in msg:
-            sig = "segfault" if ("Segmentation" in msg) else ("sigbus" if "Bus error" in msg else ("abort" if "Abort" in msg else ("killed" if "Killed" in msg else "fatal")))
+        elif stripped in ("Killed", "Aborted", "Bus error", "Segmentation fault", "已杀死", "已殺死", "Getötet", "強制終了") or re.match(r"^(?:Killed|Aborted|Bus error|Segmentation fault)(?: \(core dumped\))?\s+", stripped) or "Fatal Python error" in msg:
+            sig = "segfault" if ("Segmentation" in msg) else ("sigbus" if "Bus error" in msg else ("abort" if "Abort" in msg else
+                                                                                                     ("fatal" if "Fatal" in msg else "killed")))
             e("signal", lineno, text, ts, rank, signal=sig)
         elif "Initialization failed" in msg:
             e("error", lineno, text, ts, rank, message=msg, source="init_failed")
