@@ -115,7 +115,7 @@ def _partial_evidence(finding: Finding, facts) -> None:
             msg = f"partial evidence: {note}"
             if msg not in finding.confidence_notes:
                 finding.confidence_notes.append(msg)
-    if facts.catalog and "unknown" in facts.catalog.requested and finding.fix:
+    if facts.catalog and "unknown" in facts.catalog.requested and any(f.flag or f.env for f in finding.fix):
         note = facts.catalog.note
         if note not in finding.confidence_notes:
             finding.confidence_notes.append(note)
