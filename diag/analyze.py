@@ -12,7 +12,7 @@ from .detect_version import explicit_version
 from .parse import smi as smi_mod
 from .parse.sglang import LogParser
 from .read import InputError, Opened, iter_lines, open_input
-from .report import Evidence, InputInfo, Report
+from .report import InputInfo, Report
 from .rank import finalize
 
 SMI_MARKERS = ("NVIDIA-SMI ", "==NVSMI LOG==", "<nvidia_smi_log", "memory.used", "KMD Version")
@@ -147,4 +147,4 @@ def _close(opened: Opened) -> None:
         pass
 
 
-__all__ = ["analyze", "Options", "InputError", "Evidence"]
+__all__ = ["analyze", "Options", "InputError"]

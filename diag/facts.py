@@ -12,7 +12,6 @@ from .launch import LaunchCommand, parse_launch, server_args_to_flags, split_com
 from .parse.sglang import BatchSeries, LogParser
 from .versions import VersionRange
 
-HYBRID_ARCH = re.compile(r"Qwen3Next|Qwen3_5|NemotronH|FalconH1|KimiLinear|Jamba|Mamba|GraniteMoeHybrid|Lfm2|Plamo2|MiniMaxText01")
 ENV_EXPORT = re.compile(r"^(?:export\s+)?([A-Z][A-Z0-9_]{2,})=(\S*)\s*$")
 
 
@@ -75,12 +74,6 @@ class Facts:
                 return self.flags[n]
         return default
 
-    def first(self, kind: str, **where) -> Event | None:
-        for e in self.events:
-            if e.kind == kind and all(e.data.get(k) == v for k, v in where.items()):
-                return e
-        return None
-
     def of_kind(self, *kinds: str) -> list[Event]:
         return [e for e in self.events if e.kind in kinds]
 
@@ -106,10 +99,6 @@ class Facts:
         if self.components:
             out["components"] = self.components
         return out
-
-
-def _as_bool(v) -> bool:
-    return v is True or (isinstance(v, str) and v.lower() in ("1", "true", "yes"))
 
 
 def build(parsers: list[LogParser], smi_snapshots: list, explicit_versions: list[tuple[int, str]],
@@ -434,23 +423,11 @@ def _message_cut(f: Facts, parser: LogParser) -> bool:
 
 
 def _values(f: Facts, parsers_last: list[str]) -> None:
-    arch = f.architecture or (getattr(f.model, "architecture", None) if f.model else None) or ""
-    hybrid = bool(HYBRID_ARCH.search(arch)) or bool(getattr(f.model, "linear_attention", None))
-    strategy = f.flag("--mamba-scheduler-strategy", "--mamba-radix-cache-strategy")
     v = f.values
     v["state"] = f.state
     v["failure_phase"] = f.failure_phase.phase if f.failure_phase else None
     v["oom.phase"] = f.ooms[0].phase if f.ooms else None
     v["oom.other_gib"] = max((o.other_gib for o in f.ooms), default=0.0)
-    v["oom.total_gib"] = f.ooms[0].event.data.get("total_gib") if f.ooms else None
-    v["spec"] = bool(f.flag("--speculative-algorithm"))
-    v["hybrid_mamba"] = hybrid
-    v["mamba_strategy"] = strategy
-    v["radix_disabled"] = _as_bool(f.flag("--disable-radix-cache"))
-    v["version.known"] = f.version.describe() != "unknown"
-    v["fragment"] = bool(f.fragment)
-    v["smi"] = bool(f.smi)
-    v["sglang_lines"] = f.sglang_lines
     v["content_lines"] = f.content_lines
     topk = f.flag("--speculative-eagle-topk")
     try:

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 
 from .flags import Catalog
 
-ENTRY = re.compile(r"(?:sglang\.launch_server|launch_server\.py|sglang(?:\.exe)?\s+serve\b|sglang\.srt\.server)")
 SHELL_STOP = {"|", "||", "&&", ";", "&", ">", ">>", "2>&1", "1>", "2>", "&>", "|&"}
 ENV_ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 

@@ -85,30 +85,26 @@ def rules_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "rules"
 
 
+def _tokens(src: str) -> list[str]:
+    """A regex as tokens: escapes ('\\.') stay together."""
+    return re.findall(r"\\.|.", src, re.S)
+
+
 def _split_alternatives(src: str) -> list[str]:
     """Top-level '|' alternatives of a regex."""
-    alts, cur, depth, in_class, i = [], [], 0, False, 0
-    while i < len(src):
-        c = src[i]
-        if c == "\\" and i + 1 < len(src):
-            cur.append(src[i:i + 2])
-            i += 2
-            continue
+    alts, cur, depth, in_class = [], [], 0, False
+    for tok in _tokens(src):
         if in_class:
-            in_class = c != "]"
-        elif c == "[":
+            in_class = tok != "]"
+        elif tok == "[":
             in_class = True
-        elif c == "(":
-            depth += 1
-        elif c == ")":
-            depth -= 1
-        elif c == "|" and depth == 0:
+        elif tok in "()":
+            depth += 1 if tok == "(" else -1
+        elif tok == "|" and depth == 0:
             alts.append("".join(cur))
             cur = []
-            i += 1
             continue
-        cur.append(c)
-        i += 1
+        cur.append(tok)
     alts.append("".join(cur))
     return alts
 
@@ -119,7 +115,7 @@ def _whole_group(alt: str) -> str | None:
     if not m:
         return None
     inner, depth = m[1], 0
-    for k, c in enumerate(inner):  # the closing paren must be the group's own
+    for c in inner:  # the closing paren must be the group's own
         depth += (c == "(") - (c == ")")
         if depth < 0:
             return None
@@ -127,7 +123,7 @@ def _whole_group(alt: str) -> str | None:
 
 
 def _longest_literal(alt: str) -> str:
-    tokens = re.findall(r"\\.|.", alt, re.S)
+    tokens = _tokens(alt)
     best, run, depth, in_class = "", "", 0, False
     for j, tok in enumerate(tokens):
         nxt = tokens[j + 1] if j + 1 < len(tokens) else ""
