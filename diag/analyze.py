@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from . import __version__
 from . import facts as facts_mod
-from . import rules as R
+from . import rules_v1 as R
 from .clean import Cleaner
 from .detect_version import explicit_version
 from .parse import smi as smi_mod
@@ -25,6 +25,8 @@ class Options:
     sglang_version: str | None = None
     launch: str | None = None       # a launch command given on the command line
     model_config: str | None = None
+    engine: str = "v1"              # v1: rules_v1 + remedies; v2: diag.rules (rules own their fixes)
+    strict: bool = False            # v2: a fix the version lacks or that points the wrong way raises (tests)
 
 
 def _kind(opened: Opened, forced: str | None) -> str:
@@ -106,7 +108,7 @@ def _embedded_smi(lines: list[str], start: int, out: list) -> None:
 def analyze(paths: list[str], smi_paths: list[str] | None = None, options: Options | None = None) -> Report:
     """Raise InputError for an input that cannot be read at all."""
     options = options or Options()
-    rules = R.load_rules()
+    rules = R.load_rules() if options.engine == "v1" else ()
     matcher = R.LineMatcher(rules)
     inputs: list[InputInfo] = []
     parsers: list[LogParser] = []
@@ -127,14 +129,20 @@ def analyze(paths: list[str], smi_paths: list[str] | None = None, options: Optio
         info.notes.extend(n for n in opened.notes if n not in info.notes)
         _close(opened)
     f = facts_mod.build(parsers, snapshots, explicit, options.sglang_version, options.launch, options.model_config)
-    findings = []
-    for rule in rules:
-        ctx = R.evaluate(rule, matcher, f)
-        if ctx is not None:
-            findings.append(ctx)
     report = Report(status="clean", inputs=inputs, findings=[], facts=f.to_json(), tool_version=__version__,
                     generated_at=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
-    finalize(report, findings, f)
+    if options.engine == "v2":
+        from . import findings as FD
+        from .rules import engine as E
+        from .rules.registry import registry
+        FD.finalize(report, E.evaluate(registry(), f), f, strict=options.strict)
+    else:
+        contexts = []
+        for rule in rules:
+            ctx = R.evaluate(rule, matcher, f)
+            if ctx is not None:
+                contexts.append(ctx)
+        finalize(report, contexts, f)
     report.extras["facts"] = f
     return report
 

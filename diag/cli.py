@@ -122,7 +122,7 @@ def exit_code(report, fail_on: str) -> int:
 @rules_app.command("list")
 def rules_list(fmt: Format = typer.Option(Format.text, "--format", "-f")) -> None:
     """Every rule: id, category, severity, name."""
-    from .rules import load_rules
+    from .rules_v1 import load_rules
     rules = load_rules()
     if fmt is Format.json:
         import json
@@ -137,7 +137,7 @@ def rules_list(fmt: Format = typer.Option(Format.text, "--format", "-f")) -> Non
 @rules_app.command("show")
 def rules_show(rule_id: str = typer.Argument(..., help="A rule id (e.g. SGL-OOM-001) or name.")) -> None:
     """What a rule detects, why it happens, its signature, fix and examples."""
-    from .rules import load_rules
+    from .rules_v1 import load_rules
     rule = next((r for r in load_rules() if rule_id.upper() == r.id or rule_id == r.name), None)
     if rule is None:
         fail(f"no rule {rule_id!r} (see `diag rules list`)")

@@ -511,3 +511,115 @@ def _smi_other(f: Facts) -> list[dict]:
         procs = sorted(procs, key=lambda p: -p["used_mib"])
         out.extend(p for p in procs[1:] if p["used_mib"] >= 256)
     return out
+
+
+# -- the facts rules may read, by path ----------------------------------------------------
+# Every condition and text placeholder that is not a matched message's field (hit.*) or an
+# explainer's value names one of these paths; the rule loader rejects any other.
+
+def _oom0(f: Facts):
+    return f.ooms[0] if f.ooms else None
+
+
+def _oom_field(name: str):
+    def get(f: Facts):
+        o = _oom0(f)
+        return o.event.data.get(name) if o else None
+    return get
+
+
+def _held(f: Facts):
+    o = _oom0(f)
+    if not o:
+        return None
+    d = o.event.data
+    held = d.get("this_process_gib")
+    if held is None and len(d.get("processes") or []) == 1:
+        held = d["processes"][0]["used_gib"]
+    return held
+
+
+def _other_share(f: Facts):
+    o = _oom0(f)
+    total = f.gpu_total_gib or (o.event.data.get("total_gib") if o else None)
+    if not o or not total:
+        return None
+    return o.other_gib / total
+
+
+FACT_PATHS: dict[str, tuple[str, object]] = {
+    "state": ("what the log shows the server did: empty, nohup_only, failed, serving, ready, startup_incomplete, "
+              "not_sglang, no_failure_seen, smi_only", lambda f: f.state),
+    "content_lines": ("non-blank lines in the logs", lambda f: f.content_lines),
+    "failure.phase": ("the step that failed: " + ", ".join(P.PHASES), lambda f: f.failure_phase.phase if f.failure_phase else None),
+    "failure.phase_basis": ("what shows the step: frames, message, milestones, numbers, none",
+                            lambda f: f.failure_phase.basis if f.failure_phase else None),
+    "failure.line": ("the line of the first failure", lambda f: f.failure_line),
+    "oom.phase": ("the step of the first device OOM", lambda f: _oom0(f).phase if _oom0(f) else None),
+    "oom.basis": ("what shows that step", lambda f: _oom0(f).basis if _oom0(f) else None),
+    "oom.event": ("the first device OOM (its line is quoted)", lambda f: _oom0(f).event if _oom0(f) else None),
+    "oom.gpu": ("the GPU index the OOM names", _oom_field("gpu")),
+    "oom.tried_gib": ("the allocation that failed, GiB", _oom_field("tried_gib")),
+    "oom.free_gib": ("free memory on the GPU at the OOM, GiB", _oom_field("free_gib")),
+    "oom.total_gib": ("the GPU's capacity the OOM reports, GiB", _oom_field("total_gib")),
+    "oom.held_gib": ("memory this process held at the OOM, GiB", _held),
+    "oom.other_gib": ("memory other processes held on that GPU, GiB", lambda f: max((o.other_gib for o in f.ooms), default=0.0)),
+    "oom.other_share": ("other processes' memory as a share of the GPU", _other_share),
+    "oom.other_pids": ("the other processes: [{pid, used_gib}]", lambda f: _oom0(f).other_pids if _oom0(f) else None),
+    "oom.other_pid_numbers": ("the PIDs of the other processes", lambda f: [p["pid"] for p in _oom0(f).other_pids] if _oom0(f) else None),
+    "spec.enabled": ("a speculative algorithm is set", lambda f: bool(f.flag("--speculative-algorithm"))),
+    "spec.topk": ("--speculative-eagle-topk", lambda f: f.values.get("spec.topk")),
+    "spec.topk_error": ("an error says the backend supports only topk 1", lambda f: f.values.get("spec.topk_error")),
+    "nccl_in_crash": ("NCCL is named near the failure", lambda f: f.values.get("nccl_in_crash")),
+    "cut_forward": ("a traceback cut inside a forward pass: prefill or decode", lambda f: f.values.get("cut_forward")),
+    "end.batch": ("the log ends on a batch line: prefill or decode", lambda f: f.values.get("end.batch")),
+    "end.cut": ("that batch line is cut mid-line", lambda f: f.values.get("end.cut")),
+    "end.new_tokens": ("#new-token of that batch line", lambda f: f.values.get("end.new_tokens")),
+    "end.line": ("the line of that batch", lambda f: f.values.get("end.line")),
+    "smi.faults": ("GPUs in an error state per nvidia-smi", lambda f: f.values.get("smi.faults")),
+    "smi.error": ("nvidia-smi's own error (driver unreachable)", lambda f: f.values.get("smi.error")),
+    "smi.other": ("processes besides the server on a GPU", lambda f: f.values.get("smi.other")),
+    "smi.other_mib": ("their memory, MiB", lambda f: f.values.get("smi.other_mib")),
+    "smi.held_share": ("the largest used/total share of a GPU", lambda f: f.values.get("smi.held_share")),
+    "smi.given": ("an nvidia-smi snapshot was given", lambda f: bool(f.smi)),
+    "launch.unknown": ("flags of the launch command this version lacks", lambda f: f.values.get("launch.unknown")),
+    "launch.conflicts": ("flag combinations this version refuses", lambda f: f.values.get("launch.conflicts")),
+    "launch.known": ("the launch command is known", lambda f: f.launch is not None),
+    "version.known": ("the SGLang version is known (exactly or as a range)", lambda f: f.version.describe() != "unknown"),
+    "version.label": ("the SGLang version as shown", lambda f: f.version.describe()),
+    "version.catalog": ("the flag catalog the fixes are checked against", lambda f: f.catalog.label if f.catalog else None),
+    "model.path": ("--model-path", lambda f: f.model_path),
+    "model.architecture": ("the model class", lambda f: f.architecture),
+    "model.known": ("the model's architecture is in the catalog", lambda f: f.model is not None),
+    "model.quantized": ("the checkpoint's weights are quantized (fp8, awq, ...)",
+                        lambda f: (f.model.weight_quant is not None) if f.model is not None else
+                        (True if f.flag("--quantization") else None)),
+    "gpu.name": ("the GPU model", lambda f: getattr(f.gpu, "name", None)),
+    "gpu.total_gib": ("the GPU's capacity, GiB", lambda f: f.gpu_total_gib),
+    "http.count": ("HTTP access lines", lambda f: f.http.get("count")),
+    "http.errors": ("HTTP lines with an error status", lambda f: f.http.get("errors")),
+    "fragment": ("why the input looks like a piece of a longer log", lambda f: f.fragment),
+}
+FACT_PREFIXES: dict[str, str] = {
+    "readings.": "a memory figure the log printed (pre_load_free_gib, weights_gib, kv_tokens, ...)",
+    "flag.": "a launch flag's value, by its name in the newest catalog (flag.--tp-size)",
+    "env.": "an environment variable the launch command or the log shows",
+}
+
+
+def known_path(path: str) -> bool:
+    return path in FACT_PATHS or any(path.startswith(p) and len(path) > len(p) for p in FACT_PREFIXES)
+
+
+def lookup(f: Facts, path: str):
+    """The value of a fact path (None when not known)."""
+    entry = FACT_PATHS.get(path)
+    if entry is not None:
+        return entry[1](f)
+    if path.startswith("readings."):
+        return f.readings.get(path[len("readings."):])
+    if path.startswith("flag."):
+        return f.flag(path[len("flag."):])
+    if path.startswith("env."):
+        return f.env.get(path[len("env."):])
+    raise KeyError(path)

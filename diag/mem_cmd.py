@@ -103,22 +103,26 @@ def _gpu(gpu: str | None) -> tuple[K.GpuSpec | None, int | None]:
 
 
 def _translated(o: M.Option, catalog: F.Catalog) -> tuple[dict, list[str]]:
-    """The option's fixes in the user's version; flags the version lacks are dropped with a note."""
-    out = o.to_json()
+    """The option with its texts (the same library the findings use), its flags in the user's
+    version; flags the version lacks are dropped with a note."""
+    from .rules.fixlib import option_text
+    texts = option_text("memory", o.kind, o.values)
     fixes, dropped = [], []
-    for fx in o.fixes:
-        info = catalog.flag(fx["flag"])
-        if info is not None and not info.deprecated and fx["flag"] in (info.name, *catalog.all_flags()):
-            spelled = [(fx["flag"], fx["value"])]    # valid as written in this version
+    for ch in o.changes:
+        flag, value = ch["flag"], ch.get("value")
+        info = catalog.flag(flag)
+        if info is not None and not info.deprecated and flag in (info.name, *catalog.all_flags()):
+            spelled = [(flag, value)]    # valid as written in this version
         else:
-            spelled = catalog.translate(fx["flag"], fx["value"])
+            spelled = catalog.translate(flag, value)
         if not spelled:
-            dropped.append(f"{fx['flag']} does not exist in SGLang {catalog.label}; dropped")
+            dropped.append(f"{flag} does not exist in SGLang {catalog.label}; dropped")
             continue
-        for flag, value in spelled:
-            fixes.append({"flag": flag, "value": value, "why": fx["why"]})
-    out["fixes"] = fixes
-    out["other"] = list(o.other) + dropped
+        for name, v in spelled:
+            fixes.append({"flag": name, "value": v, "action": ch.get("action", "set"), "why": texts.whys.get(flag, ""),
+                          "direction": texts.directions.get(flag, "set")})
+    out = {"kind": o.kind, "title": texts.title, "cost": o.cost, "goal": o.goal, "fixes": fixes,
+           "other": texts.notes + dropped, "arithmetic": texts.arithmetic, "fits": o.fits, "after": o.values.get("after")}
     return out, dropped
 
 
@@ -198,10 +202,12 @@ def _text(dep: M.Deployment, b: M.Budget, catalog: F.Catalog, options, notes: li
             label = COST_LABELS.get(o["cost"], "for information")
             lines.append(f"  {n}. [{label}] {o['title']}")
             if o["fixes"]:
-                lines.append("     " + " ".join(f"{f['flag']}" + (f" {f['value']}" if f["value"] is not None else "")
-                                             for f in o["fixes"]))
+                lines.append("     " + " ".join((f"remove {f['flag']}" if f["action"] == "remove" else f"{f['flag']}")
+                                             + (f" {f['value']}" if f["value"] is not None else "") for f in o["fixes"]))
             if o["arithmetic"]:
                 lines.append(f"     why: {o['arithmetic']}")
+            if o.get("after"):
+                lines.append(f"     then: {_after(o['after'])}")
             for x in o["other"]:
                 lines.append(f"     note: {x}")
     all_notes = notes + b.notes
@@ -211,6 +217,22 @@ def _text(dep: M.Deployment, b: M.Budget, catalog: F.Catalog, options, notes: li
         for x in all_notes:
             lines.append(f"  - {x}")
     return "\n".join(lines) + "\n"
+
+
+def _after(a: dict) -> str:
+    """The re-checked budget after an option, one line."""
+    parts = []
+    if a.get("weights_gib") is not None:
+        parts.append(f"weights {a['weights_gib']:.1f} GiB")
+    if a.get("mamba_slots") is not None:
+        parts.append(f"{a['mamba_slots']} Mamba slots ({a.get('mamba_gib') or 0:.1f} GiB)")
+    if a.get("scratch_gib"):
+        parts.append(f"scratch {a['scratch_gib']:.1f} GiB")
+    if a.get("kv_tokens") is not None:
+        parts.append(f"{a['kv_tokens']:,} KV tokens ({a.get('kv_gib') or 0:.1f} GiB)")
+    if a.get("running") is not None:
+        parts.append(f"{a['running']} running requests")
+    return ", ".join(parts) + ("" if a.get("fits", True) else " (does not fit)")
 
 
 def _int(x: int | None) -> str:

@@ -10,7 +10,7 @@ import re
 
 from .remedies import REMEDIES
 from .report import Evidence, Finding, Fix, Report
-from .rules import Context, fill
+from .rules_v1 import Context, fill
 
 MAX_EVIDENCE = 8
 SEVERITY_WEIGHT = {"critical": 3, "error": 2, "warning": 1, "info": 0}

@@ -30,6 +30,7 @@ class Fix:
     why: str = ""
     action: str = "set"              # set | remove
     option: int = 1                  # fixes with the same option number go together
+    direction: str = "set"           # raise | lower | set | remove | on: what the change does to the value in use
 
     @property
     def name(self) -> str:
@@ -52,6 +53,7 @@ class Fix:
             out["was"] = self.was
         out["why"] = self.why
         out["option"] = self.option
+        out["direction"] = self.direction
         return out
 
 
@@ -70,7 +72,8 @@ class Finding:
     explanation: str = ""
     confidence_notes: list[str] = field(default_factory=list)
     options: list[dict] = field(default_factory=list)  # ranked options: {"option", "title", "cost"}
-    role: str = "root"          # root | secondary | symptom (see diag/rules.py)
+    role: str = "root"          # root | secondary | symptom (see diag/rules/schema.py)
+    fix_safety: str = ""
     rank_score: float = 0.0
 
     def to_json(self) -> dict:
@@ -88,6 +91,7 @@ class Finding:
             "options": self.options,
             "fix_other": self.fix_other,
             "confidence_notes": self.confidence_notes,
+            "fix_safety": self.fix_safety,
         }
 
 
@@ -116,6 +120,7 @@ class Report:
     tool_version: str = ""
     generated_at: str = ""
     extras: dict = field(default_factory=dict)  # renderer-only data (timeline, budget), not in JSON
+    matched: list = field(default_factory=list)  # every rule that matched, before folding (not in JSON)
 
     def to_json(self) -> dict:
         return {

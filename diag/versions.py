@@ -62,3 +62,51 @@ class VersionRange:
             if part and part not in sources:
                 sources.append(part)
         return VersionRange(low=low, high=high, source="; ".join(sources))
+
+
+def parse_spec(spec: str) -> VersionRange:
+    """'>=0.5.10,<=0.5.13' (also '<0.5.14', '==0.5.9', '0.5.10-0.5.13') -> a VersionRange.
+
+    '<X' is stored as an inclusive high bound just below X (X with a -1 extra part), so that
+    post releases of the previous version are inside and X itself is not."""
+    spec = (spec or "").strip()
+    if not spec:
+        raise ValueError("empty version range")
+    low = high = None
+    if re.match(r"^v?\d[\w.]*\s*[-–]\s*v?\d[\w.]*$", spec):
+        a, b = re.split(r"\s*[-–]\s*", spec)
+        if parse(a) is None or parse(b) is None:
+            raise ValueError(f"bad version range {spec!r}")
+        return VersionRange(low=a, high=b, source=spec)
+    for part in (p.strip() for p in spec.split(",")):
+        m = re.match(r"^(>=|<=|==|>|<)\s*(v?\d[\w.]*)$", part)
+        if not m or parse(m[2]) is None:
+            raise ValueError(f"bad version range {spec!r}: {part!r}")
+        op, v = m[1], m[2]
+        if op == "==":
+            low = high = v
+        elif op in (">=", ">"):
+            low = v if op == ">=" else _just_above(v)
+        else:
+            high = v if op == "<=" else _just_below(v)
+    return VersionRange(low=low, high=high, source=spec)
+
+
+def _just_below(v: str) -> str:
+    major, minor, patch, _ = key(v)
+    return f"{major}.{minor}.{patch}rc0" if patch or minor or major else v
+
+
+def _just_above(v: str) -> str:
+    major, minor, patch, extra = key(v)
+    return f"{major}.{minor}.{patch}.post{max(1, extra + 1)}"
+
+
+def could_be(found: VersionRange, spec: str) -> bool:
+    """True when the version the log shows can lie in the spec's range (an unknown version can)."""
+    want = parse_spec(spec)
+    if found.exact:
+        return want.contains(found.exact)
+    if found.describe() == "unknown":
+        return True
+    return found.intersect(want) is not None

@@ -36,7 +36,10 @@ def test_founding_case_text():
     assert re.search(r"^  KV pool\s+0\.00", out, re.M)          # nothing left for KV
     # the fixes, with the flags as 0.5.10 spells them
     assert "--max-mamba-cache-size" in out and "--max-running-requests" in out
-    assert "--tp-size 2" in out and "--model-path Qwen/Qwen3.6-27B-FP8" in out
+    assert "--tp-size 2" in out
+    # no checkpoint name is invented: the catalog knows an NVFP4 one (Blackwell), not an FP8 one
+    assert "--model-path nvidia/Qwen3.6-27B-NVFP4" in out and "Qwen3.6-27B-FP8" not in out
+    assert "an FP8 checkpoint of this model" in out
 
 
 def test_founding_case_numbers():
@@ -66,7 +69,7 @@ def test_founding_case_numbers():
     assert value_of("--max-running-requests") and max(value_of("--max-running-requests")) < 48
     tp = next(o for o in j["options"] if any(f["flag"] == "--tp-size" for f in o["fixes"]))
     assert tp["fits"] and tp["cost"] == M.COST_GPUS
-    fp8 = next(o for o in j["options"] if o["title"].startswith("FP8 checkpoint"))
+    fp8 = next(o for o in j["options"] if o["kind"] == "checkpoint_fp8")
     assert fp8["fits"] and fp8["cost"] == M.COST_CHECKPOINT
     assert all(o["fits"] for o in options.values())
     costs = [o["cost"] for o in j["options"]]
@@ -115,9 +118,9 @@ def test_section9_command_fits():
 
 def test_translation_to_old_spelling_and_dropped_flags():
     cat = flags.for_version("0.5.10")
-    opt = M.Option("t", 1, [{"flag": "--mamba-radix-cache-strategy", "value": "no_buffer", "why": "w"},
-                            {"flag": "--cuda-graph-backend-decode", "value": "disabled", "why": "w"},
-                            {"flag": "--attn-dp-size", "value": "2", "why": "w"}])
+    opt = M.Option("mamba_no_buffer", 1, [{"flag": "--mamba-radix-cache-strategy", "value": "no_buffer"},
+                                          {"flag": "--cuda-graph-backend-decode", "value": "disabled"},
+                                          {"flag": "--attn-dp-size", "value": "2"}], {"slots_after": 3, "slots_per_request": 5})
     out, dropped = mem_cmd._translated(opt, cat)
     names = [(f["flag"], f["value"]) for f in out["fixes"]]
     assert ("--mamba-scheduler-strategy", "no_buffer") in names

@@ -265,8 +265,8 @@ def test_minimum_viable_fraction_reproduced():
     assert not b.fits and "Loaded weights leave no GPU memory" in b.problems[0]
     assert b.goals[0] == "kv_pool"
     opts = M.options_for("kv_pool", dep, b)
-    mfs_opt = next(o for o in opts if o.fixes and o.fixes[0]["flag"] == "--mem-fraction-static")
-    value = float(mfs_opt.fixes[0]["value"])
+    mfs_opt = next(o for o in opts if o.kind == "raise_fraction")
+    value = float(mfs_opt.changes[0]["value"])
     assert value > 0.788
     # it still leaves SGLang's graph/activation reserve outside the static pools
     assert (1 - value) * 94.50 >= b.cuda_graph_gib + b.activations_gib - 0.01
@@ -278,12 +278,14 @@ def test_weights_problem_never_suggests_mem_fraction():
     assert not b.fits and b.goals[0] == "weights"
     assert "CUDA out of memory while loading" in b.problems[0]
     opts = M.options_for("weights", dep, b)
-    flags_used = [f["flag"] for o in opts for f in o.fixes]
+    flags_used = [f for o in opts for f in o.flags]
     assert "--mem-fraction-static" not in flags_used
-    tp = next(o for o in opts if o.fixes and o.fixes[0]["flag"] == "--tp-size")
-    assert tp.fixes[0]["value"] in ("2", "4") and tp.cost == M.COST_GPUS
-    info = [o for o in opts if o.title.startswith("an FP8 checkpoint alone")]
-    assert info and info[0].fits is False                 # FP8 70B (67.7 GiB) still exceeds one H100's budget
+    tp = next(o for o in opts if o.kind == "tp")
+    assert tp.changes[0] == {"flag": "--tp-size", "value": tp.changes[0]["value"], "action": "set"}
+    assert tp.changes[0]["value"] in ("2", "4") and tp.cost == M.COST_GPUS
+    assert not any(o.kind == "checkpoint_fp8" for o in opts)   # FP8 70B (67.7 GiB) still exceeds one H100's budget
+    int4 = next(o for o in opts if o.kind == "checkpoint_int4")
+    assert int4.fits and int4.values["after"]["weights_gib"] < 40 and not int4.changes   # no checkpoint name invented
 
 
 def test_weights_estimates_match_references():
@@ -309,12 +311,12 @@ def test_cuda_graph_problem_and_options():
     b = M.budget(dep, R)
     assert "cuda_graph" in b.goals and not b.fits
     opts = M.options_for("cuda_graph", dep, b)
-    assert opts[0].fixes[0]["flag"] == "--mem-fraction-static"
-    new = float(opts[0].fixes[0]["value"])
-    assert (1 - new) * 78.9 >= 1.4 + b.activations_gib - 0.1
-    assert opts[-1].fixes[0] == {"flag": "--cuda-graph-backend-decode", "value": "disabled",
-                                 "why": "no graph memory (large decode slowdown)"}
-    assert any(o.fixes[0]["flag"] == "--cuda-graph-max-bs-decode" for o in opts)
+    assert opts[0].kind == "lower_fraction" and opts[0].changes[0]["flag"] == "--mem-fraction-static"
+    new = float(opts[0].changes[0]["value"])
+    assert new < 0.99 and (1 - new) * 78.9 >= 1.4 + b.activations_gib + M.options.MFS_MARGIN_GIB - 0.1
+    assert opts[-1].kind == "disable_graph"
+    assert opts[-1].changes[0] == {"flag": "--cuda-graph-backend-decode", "value": "disabled", "action": "set"}
+    assert any(o.kind == "graph_bs" and int(o.changes[0]["value"]) < b.cuda_graph_max_bs for o in opts)
 
 
 def test_prefill_warning_and_options():
@@ -323,7 +325,7 @@ def test_prefill_warning_and_options():
     b = M.budget(dep, R)
     assert "prefill" in b.warning_goals
     opts = M.options_for("prefill", dep, b)
-    assert any(o.fixes[0]["flag"] == "--chunked-prefill-size" and int(o.fixes[0]["value"]) < 8192 for o in opts)
+    assert any(o.kind == "prefill_chunk" and int(o.changes[0]["value"]) < 8192 for o in opts)
 
 
 def test_swa_pool_gpt_oss():

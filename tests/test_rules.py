@@ -7,7 +7,7 @@ import pytest
 
 from diag import flags as F
 from diag.analyze import analyze
-from diag.rules import load_rules, required_literals
+from diag.rules_v1 import load_rules, required_literals
 from diag.taxonomy import CATEGORIES
 
 RULES = load_rules()

@@ -12,7 +12,7 @@ import re
 
 from .. import flags as F
 from .. import phase as P
-from ..rules import Context
+from ..rules_v1 import Context
 
 REMEDIES: dict = {}
 GIB = 1 << 30
@@ -174,24 +174,24 @@ def _smaller_batches(ctx: Context, kind: str, why: str, option: int = 1, request
 
 
 def _add_options(ctx: Context, options, start: int = 1) -> None:
+    from ..rules.fixlib import option_text
     n = start
     for opt in options:
-        if not opt.fixes and not opt.other:
+        texts = option_text("memory", opt.kind, opt.values)
+        if not opt.changes and not texts.notes:
             continue
-        if opt.fits is False and opt.fixes:
+        if opt.fits is False and opt.changes:
             continue
-        ctx.finding.options.append({"option": n, "title": opt.title, "cost": opt.cost, "arithmetic": opt.arithmetic,
+        ctx.finding.options.append({"option": n, "title": texts.title, "cost": opt.cost, "arithmetic": texts.arithmetic,
                                     "fits": opt.fits})
-        for fx in opt.fixes:
+        for fx in opt.changes:
             action = fx.get("action", "set")
-            ctx.add_fix(flag=fx["flag"], value=fx.get("value"), why=fx.get("why", ""), option=n, action=action)
-        for o in opt.other:
+            ctx.add_fix(flag=fx["flag"], value=fx.get("value"), why=texts.whys.get(fx["flag"], ""), option=n, action=action)
+        for o in texts.notes:
             note = f"option {n}: {o}"
             if note not in ctx.finding.fix_other:
                 ctx.finding.fix_other.append(note)
         n += 1
-
-
 
 
 def _int(v) -> int | None:

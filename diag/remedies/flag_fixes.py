@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 
 from .. import flags as F
-from ..rules import Context
+from ..rules_v1 import Context
 from . import remedy, _budget, _memory_json, _int
 
 

@@ -5,7 +5,7 @@ import math
 import re
 
 from .. import phase as P
-from ..rules import Context
+from ..rules_v1 import Context
 from . import remedy, _oom, _gpu_text, _size, _budget, _memory_json, _budget_sentence, _add_options, _int, _current_mfs, _lower_mfs, _raise_mfs, _smaller_batches, _float
 
 

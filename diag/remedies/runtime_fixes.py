@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 
 from .. import phase as P
-from ..rules import Context
+from ..rules_v1 import Context
 from . import remedy, _deployment, _current_mfs, _lower_mfs, _smaller_batches
 
 

@@ -1,0 +1,73 @@
+"""Explainers: the arithmetic behind a finding, by name. The one registry is EXPLAINERS below.
+
+An explainer is a pure function of the facts and the events that matched a rule. It returns
+values — numbers, names, flag values, a memory budget, computed fix options — never text,
+never a veto, never a category: a case that needs another category is another rule with a
+condition on an explainer's value (``{fact = "memory.goal", eq = "mamba"}``).
+
+    @dataclass Explainer(name, fn, provides, options, args)
+      provides: the value names it may return (``weights_gib``, ``option.*`` ...), checked
+                against every rule that reads them when the rules load
+      options:  the fix-option kinds it computes; their texts are in rules/_fixes/<name>.toml
+      args:     the arguments a rule may pass (``{name = "memory", goal = "cuda_graph"}``)
+"""
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field
+from typing import Callable
+
+
+@dataclass
+class OptionValue:
+    """A fix option an explainer computed: its kind (names its texts), the changes, the numbers."""
+    kind: str
+    cost: int
+    changes: list[dict]                       # {"flag"|"env"|"external_env": name, "value": str|None, "action": "set"|"remove"}
+    values: dict = field(default_factory=dict)
+    fits: bool | None = None
+    order: int = 0
+
+
+@dataclass
+class Values:
+    values: dict = field(default_factory=dict)
+    options: list[OptionValue] = field(default_factory=list)
+    evidence: list[tuple[int, int, str]] = field(default_factory=list)   # (input, line, role)
+
+    def option(self, kind: str) -> OptionValue | None:
+        return next((o for o in self.options if o.kind == kind), None)
+
+
+@dataclass(frozen=True)
+class Explainer:
+    name: str
+    fn: Callable
+    provides: tuple[str, ...]
+    options: tuple[str, ...] = ()
+    args: tuple[str, ...] = ()
+
+    def provides_value(self, name: str) -> bool:
+        return any(fnmatch.fnmatchcase(name, p) for p in self.provides)
+
+
+def _registry() -> dict[str, Explainer]:
+    from . import memory
+    return {e.name: e for e in (memory.EXPLAINER,)}
+
+
+_EXPLAINERS: dict[str, Explainer] | None = None
+
+
+def explainers() -> dict[str, Explainer]:
+    global _EXPLAINERS
+    if _EXPLAINERS is None:
+        _EXPLAINERS = _registry()
+    return _EXPLAINERS
+
+
+@dataclass
+class ExplainContext:
+    """What an explainer reads: the facts and the events the rule matched (read-only)."""
+    facts: object
+    hits: list

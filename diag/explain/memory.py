@@ -1,0 +1,311 @@
+"""The memory explainer: the budget SGLang's own sizing rules give for this deployment, the step
+that failed, and the fix options for it, each re-checked by the memory model (diag/memory).
+
+Values only. `goal` says what must shrink or grow (weights, kv_pool, cuda_graph, prefill,
+decode, mamba, speculative); rules with another category condition on it.
+"""
+from __future__ import annotations
+
+import math
+
+from . import Explainer, ExplainContext, OptionValue, Values
+
+# the goal of the fix for the step that failed
+GOAL = {"weights": "weights", "kv_pool": "kv_pool", "mamba": "mamba", "cuda_graph": "cuda_graph", "draft": "speculative",
+        "prefill": "prefill", "warmup": "prefill", "decode": "decode", "multimodal": "prefill", "dist_init": "kv_pool"}
+PROVIDES = (
+    "phase", "phase_basis", "goal", "budget_goal", "fits", "version_used", "version_chosen", "version_range",
+    "budget_json", "weights_gib", "draft_weights_gib", "kv_pool_gib", "kv_tokens", "kv_bytes_per_token", "fraction",
+    "fraction_auto", "pre_free_gib", "static_gib", "headroom_gib", "total_gib", "rest_gib", "mamba_state_gib",
+    "mamba_slots", "mamba_slot_mib", "mamba_slots_per_request", "mamba_strategy", "scratch_gib", "graph_gib", "act_gib",
+    "draft_tokens", "context_len", "max_running_requests", "has_options", "has.*",
+    "fallback.*", "oom_missing_gib", "mamba_request_cap", "mamba_cap_basis", "mamba_rebalance.*", "low_fraction",
+)
+OPTIONS = ("tp", "checkpoint_fp8", "checkpoint_nvfp4", "checkpoint_int4", "online_fp8", "language_only",
+           "raise_fraction", "context_length", "fp8_kv", "lower_fraction", "graph_bs", "disable_graph",
+           "prefill_chunk", "cap_requests_context", "cap_requests_mamba", "mamba_cache_size", "mamba_bf16",
+           "mamba_no_buffer", "fewer_draft_tokens", "no_speculative")
+LOW_FRACTION = 0.5            # a fraction this low was set by a person or a wrapper, not by SGLang
+
+
+def _int(v):
+    from ..numbers import to_int
+    return to_int(v)
+
+
+def _float(v):
+    from ..numbers import to_float
+    return to_float(v)
+
+
+def deployment(facts, version: str | None):
+    from .. import memory as M
+    total_mib = None
+    if facts.gpus:
+        total_mib = next((g.get("memory_total_mib") for g in facts.gpus if g.get("memory_total_mib")), None)
+    if total_mib is None and facts.gpu_total_gib:
+        total_mib = int(round(facts.gpu_total_gib * 1024))
+    return M.Deployment.from_flags(facts.flags, version, model=facts.model, gpu=facts.gpu, gpu_total_mib=total_mib,
+                                   env=facts.env)
+
+
+def readings(facts):
+    from .. import memory as M
+    r = dict(facts.readings)
+    oom = facts.ooms[0].event.data if facts.ooms else {}
+    r.setdefault("oom_total_gib", oom.get("total_gib"))
+    r.setdefault("oom_free_gib", oom.get("free_gib"))
+    r.setdefault("oom_tried_gib", oom.get("tried_gib"))
+    held = oom.get("this_process_gib")
+    if held is None and len(oom.get("processes") or []) == 1:
+        held = oom["processes"][0]["used_gib"]
+    r.setdefault("oom_process_gib", held)
+    known = {k: v for k, v in r.items() if v is not None and k in M.Readings.__dataclass_fields__}
+    return M.Readings(**known)
+
+
+def choose_budget(facts, failure: bool):
+    """(deployment, budget, version used, why that version). When the log narrows the SGLang
+    version only to a range, the versions' sizing can differ; for a failure the newest version
+    whose arithmetic reproduces it is used, else the newest of the range."""
+    from .. import memory as M
+    R = readings(facts)
+    if facts.version.exact:
+        dep = deployment(facts, facts.version.exact)
+        return dep, M.budget(dep, R), facts.version.exact, "exact"
+    candidates = list(reversed(facts.catalog.versions)) if facts.catalog else [None]
+    first = None
+    for v in candidates:
+        dep = deployment(facts, v)
+        b = M.budget(dep, R)
+        first = first or (dep, b, v)
+        if not failure or b.fits is False:
+            return dep, b, v, ("reproduces" if failure else "newest") if len(candidates) > 1 else "exact"
+    return first[0], first[1], first[2], "newest"
+
+
+def _phase(facts, hits) -> tuple[str | None, str | None]:
+    if facts.ooms:
+        oi = facts.ooms[0]
+        return oi.phase, oi.basis
+    if facts.failure_phase:
+        return facts.failure_phase.phase, facts.failure_phase.basis
+    return None, None
+
+
+def explain(ctx: ExplainContext, goal: str | None = None, failure: bool = True) -> Values:
+    facts = ctx.facts
+    phase, basis = _phase(facts, ctx.hits)
+    goal = goal or GOAL.get(phase or "", None)
+    out = Values()
+    v = out.values
+    v.update(phase=phase, phase_basis=basis)
+    try:
+        from .. import memory as M
+    except ImportError:
+        M = None
+    dep = b = None
+    if M is not None:
+        dep, b, used, why = choose_budget(facts, failure)
+        v.update(version_used=used, version_chosen=why, version_range=facts.version.describe())
+    mfs = _current_fraction(facts, b)
+    v["fraction"] = mfs
+    v["low_fraction"] = mfs is not None and mfs < LOW_FRACTION
+    if b is not None:
+        v["budget_json"] = _budget_json(b)
+        v.update(budget_goal=b.goals[0] if b.goals else None, fits=b.fits, weights_gib=b.weights_gib,
+                 draft_weights_gib=b.draft_weights_gib or None, kv_pool_gib=b.kv_pool_gib, kv_tokens=b.max_total_num_tokens,
+                 kv_bytes_per_token=b.kv_bytes_per_token, fraction_auto=b.mem_fraction_static_auto,
+                 pre_free_gib=b.pre_load_free_gib, static_gib=b.static_budget_gib, headroom_gib=b.headroom_gib,
+                 total_gib=b.gpu_total_gib, rest_gib=b.rest_gib, scratch_gib=b.spec_scratch_gib or None,
+                 graph_gib=b.cuda_graph_gib, act_gib=b.activations_gib, draft_tokens=b.draft_tokens or None,
+                 context_len=b.context_len, max_running_requests=b.max_running_requests)
+        if b.hybrid_mamba:
+            v.update(mamba_state_gib=b.mamba_state_gib, mamba_slots=b.max_mamba_cache_size,
+                     mamba_slot_mib=(b.mamba_bytes_per_slot / 2**20) if b.mamba_bytes_per_slot else None,
+                     mamba_slots_per_request=b.mamba_slots_per_request, mamba_strategy=b.mamba_strategy)
+        if goal is None:
+            goal = b.goals[0] if b.goals else None
+        # a KV-pool refusal whose arithmetic blames the Mamba state (or weights) is about that instead
+        if goal == "kv_pool" and b.goals and b.goals[0] == "mamba":
+            goal = "mamba"
+        opts = M.options_for(goal, dep, b) if goal else []
+        if goal == "kv_pool" and b.goals and b.goals[0] == "weights":
+            # the weights alone exceed the static budget: a higher fraction (when the GPU has room) or smaller weights
+            seen = {o.kind for o in opts}
+            opts += [o for o in M.options_for("weights", dep, b) if o.kind not in seen]
+        if not opts and b.goals:
+            opts = M.all_options(dep, b)
+        missing = _oom_missing(facts)
+        v["oom_missing_gib"] = missing
+        if goal in ("cuda_graph", "prefill", "decode", "speculative") and missing is not None and \
+                not any(o.kind == "lower_fraction" for o in opts):
+            low = _shortfall_fraction(b, mfs, missing)
+            if low is not None:
+                opts.append(low)
+        out.options = [OptionValue(o.kind, o.cost, [dict(c) for c in o.changes], _clean(o.values), o.fits, o.order)
+                       for o in opts if o.fits is not False]
+    v["goal"] = goal
+    v["has_options"] = bool(out.options)
+    v["has"] = {k: any(o.kind == k for o in out.options) for k in OPTIONS}
+    v["fallback"] = _fallbacks(facts, b, mfs)
+    if goal == "mamba" or phase == "mamba":
+        cap, basis_ = _mamba_request_cap(facts, ctx.hits)
+        v["mamba_request_cap"], v["mamba_cap_basis"] = cap, basis_
+        v["mamba_rebalance"] = _mamba_rebalance(facts, ctx.hits)
+    if facts.ooms and facts.ooms[0].basis == "milestones":
+        ms = [m for m in facts.milestones if m.line <= facts.ooms[0].event.line][-2:]
+        out.evidence.extend((m.input, m.line, "context") for m in ms)
+    return out
+
+
+def _clean(values: dict) -> dict:
+    from ..numbers import finite
+    out = {}
+    for k, x in values.items():
+        out[k] = _clean(x) if isinstance(x, dict) else finite(x)
+    return out
+
+
+def _budget_json(b) -> dict:
+    j = b.to_json()
+    keep = {k: x for k, x in j.items() if x not in (None, [], {}, 0.0) or k in ("fits",)}
+    keep["items"] = [i for i in j["items"] if i.get("gib") is not None]
+    return keep
+
+
+def _current_fraction(facts, b) -> float | None:
+    """The fraction in use: what the log or the command proves first, then the budget's value."""
+    r = facts.readings.get("mem_fraction_static")
+    if r is not None:
+        return float(r)
+    flag = _float(facts.flag("--mem-fraction-static"))
+    if flag is not None:
+        return flag
+    if b is not None and b.mem_fraction_static:
+        return b.mem_fraction_static
+    return None
+
+
+def _oom_missing(facts) -> float | None:
+    """What the failed allocation lacked: requested minus free, GiB."""
+    if not facts.ooms:
+        return None
+    d = facts.ooms[0].event.data
+    tried, free = d.get("tried_gib"), d.get("free_gib")
+    if tried is None or free is None:
+        return None
+    return max(0.0, tried - free)
+
+
+def _shortfall_fraction(b, mfs: float | None, missing: float) -> "object | None":
+    """A lower fraction from what the OOM lacked: the current fraction minus (missing + 1 GiB) of
+    the free memory, rounded down to 0.005."""
+    from .. import memory as M
+    pre = b.pre_load_free_gib or b.gpu_total_gib
+    if not mfs or not pre:
+        return None
+    need = missing + M.options.MFS_MARGIN_GIB
+    new = math.floor((mfs - need / pre) / M.MFS_SEARCH_STEP) * M.MFS_SEARCH_STEP
+    new = round(min(new, mfs - M.options.MFS_MIN_STEP), 3)
+    if new < 0.3:
+        return None
+    return M.Option("lower_fraction", M.COST_FLAG, [{"flag": "--mem-fraction-static", "value": f"{new:.3f}", "action": "set"}],
+                    {"fraction": new, "was": mfs, "graph_gib": b.cuda_graph_gib, "draft_gib": 0.0, "act_gib": b.activations_gib,
+                     "extra_gib": missing, "need_gib": need - M.options.MFS_MARGIN_GIB, "margin_gib": M.options.MFS_MARGIN_GIB,
+                     "pre_free_gib": pre, "freed_gib": (mfs - new) * pre}, fits=None)
+
+
+def _fallbacks(facts, b, mfs: float | None) -> dict:
+    """Values for fixes when the arithmetic lacks inputs: directions from the step, values from
+    what the log shows (never the value already in use)."""
+    from .. import memory as M
+    out: dict = {}
+    base = mfs
+    if base is None and b is not None and b.mem_fraction_static:
+        base = b.mem_fraction_static
+    if base is not None:
+        low = round(max(0.5, base - 0.05), 2)
+        if low < base - 0.005:
+            out["lower_fraction"] = f"{low:.2f}"
+        high = 0.85 if base < 0.6 else round(min(0.95, base + 0.05), 2)
+        if high > base + 0.005:
+            out["raise_fraction"] = f"{high:.2f}"
+    tp = _int(facts.flag("--tp-size")) or 1
+    out["tp"] = tp * 2
+    chunk = _int(facts.flag("--chunked-prefill-size"))
+    if b is not None and not chunk:
+        chunk = b.chunked_prefill_size
+    if chunk and chunk > 512:
+        out["chunk"] = max(512, chunk // 2)
+    running = _int(facts.flag("--max-running-requests")) or _int(facts.readings.get("max_running_requests"))
+    if running and running > 1:
+        out["requests"] = max(1, running // 2)
+    bs = _int(facts.flag("--cuda-graph-max-bs")) or (b.cuda_graph_max_bs if b is not None else None)
+    if bs and bs > 1:
+        out["graph_bs"] = max(1, bs // 2)
+    dt = _int(facts.flag("--speculative-num-draft-tokens"))
+    if dt and dt > 2:
+        out["draft_tokens"] = max(2, dt // 2)
+    page = _int(facts.flag("--page-size"))
+    if page and page > 1:
+        out["page_size"] = 1 if page <= 16 else page // 4
+    del M
+    return out
+
+
+def _batch0(facts):
+    return next((s for s in facts.batches if len(s)), None)
+
+
+def _hit_field(hits, *names):
+    for ev in hits:
+        fields = getattr(getattr(ev, "msg", None), "fields", None) or ev.data.get("fields") or {}
+        for n in names:
+            if fields.get(n) is not None:
+                return fields[n]
+    return None
+
+
+def _mamba_request_cap(facts, hits) -> tuple[int | None, str | None]:
+    """Running requests the Mamba pool can serve: its slots over the slots each request holds, with
+    a quarter left for states the radix cache keeps for cached prefixes."""
+    slots = _int(_hit_field(hits, "mamba_pool_size", "max_mamba_cache_size")) or _int(facts.readings.get("mamba_cache_size"))
+    b = _batch0(facts)
+    strategy = str(facts.flag("--mamba-scheduler-strategy", "--mamba-radix-cache-strategy") or "")
+    ratio, basis = (5 if "extra_buffer" in strategy else 3), "strategy"
+    if slots and b is not None and len(b):
+        last = max(range(len(b)), key=lambda i: b.line[i])
+        used, running = b.mamba_usage[last], b.running[last]
+        if used == used and running == running and running > 0:
+            ratio, basis = max(1, round(slots * used / running)), "usage"
+    if slots:
+        return max(1, int(slots / ratio * 0.75)), basis
+    mrr = _int(facts.flag("--max-running-requests"))
+    if b is not None and len(b):
+        running = max((x for x in b.running if x == x), default=0)
+        mrr = mrr or int(running)
+    return (max(1, mrr // 2) if mrr else None), "running"
+
+
+def _mamba_rebalance(facts, hits) -> dict | None:
+    """Run-time slot exhaustion while the KV pool has room: SGLang gives the Mamba pool r/(1+r) of
+    the pool budget (r = --mamba-full-memory-ratio, 0.9); a larger r serves more requests."""
+    b = _batch0(facts)
+    if b is None or not len(b):
+        return None
+    last = max(range(len(b)), key=lambda i: b.line[i])
+    kv, mamba = b.usage[last], b.mamba_usage[last]
+    if not (mamba == mamba and kv == kv) or mamba < 0.95 or kv > 0.7:
+        return None
+    r0 = _float(facts.flag("--mamba-full-memory-ratio")) or 0.9
+    kv_share = 1 / (1 + r0) * max(kv / 0.8, 0.05)       # keep 20% spare in the KV pool
+    r1 = round((1 - kv_share) / kv_share, 1)
+    gain = (1 - kv_share) / (r0 / (1 + r0))
+    size = _int(_hit_field(hits, "mamba_pool_size"))
+    return {"ratio": r1, "was": r0, "kv_usage": kv, "mamba_usage": mamba, "kv_share": kv_share,
+            "kv_keeps": kv_share * (1 + r0), "gain": gain, "slots": size, "slots_after": int(size * gain) if size else None,
+            "line": b.line[last]}
+
+
+EXPLAINER = Explainer("memory", explain, PROVIDES, OPTIONS, args=("goal", "failure"))

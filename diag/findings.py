@@ -1,0 +1,224 @@
+"""Findings -> the ordered findings of a report, every fix spelled once for the user's version.
+
+Done once, for all findings, after the rules ran:
+  - each flag and SGLang variable spelled the way the user's SGLang version spells it (renamed
+    flags translated; a flag the version lacks is dropped with a note — the test suite treats
+    that as a failure of the rule that proposed it);
+  - `was`: the value in use, from the launch command or the server_args dump;
+  - the direction check: a fix that says it raises a value must propose a larger one than the
+    value in use, one that lowers it a smaller one, and none may propose the value in use;
+    a fix that fails the check is dropped with a note (and fails the tests);
+  - merging findings of one category, ordering (root cause first, symptoms folded into it),
+    status and what could not be checked.
+"""
+from __future__ import annotations
+
+import re
+
+from .numbers import to_float
+from .report import Evidence, Finding, Fix, Report
+
+MAX_EVIDENCE = 8
+
+
+class FixError(AssertionError):
+    """Raised instead of dropping a fix when strict (the tests run strict)."""
+
+
+def finalize(report: Report, findings: list[Finding], facts, strict: bool = False) -> None:
+    for f in findings:
+        _spell(f, facts, strict)
+        _directions(f, facts, strict)
+        _renumber(f)
+        _notes(f, facts)
+        _cap_evidence(f)
+    report.matched = [f.rule for f in findings]
+    findings = _merge_same_category(findings)
+    report.findings = _order(findings)
+    report.status = _status(report.findings, facts)
+    report.unchecked = _unchecked(facts, report)
+
+
+def _spell(finding: Finding, facts, strict: bool) -> None:
+    cat = facts.catalog
+    out: list[Fix] = []
+    seen = set()
+    for fix in finding.fix:
+        if fix.flag:
+            spelled = cat.translate(fix.flag, fix.value if fix.action != "remove" else None) if cat else [(fix.flag, fix.value)]
+            if not spelled:
+                msg = f"{fix.flag} does not exist in SGLang {cat.label}, so it is not suggested"
+                if strict:
+                    raise FixError(f"{finding.rule}: {msg}")
+                finding.confidence_notes.append(msg)
+                continue
+            for name, value in spelled:
+                if (name, fix.option) in seen:
+                    continue
+                seen.add((name, fix.option))
+                out.append(Fix(flag=name, value=value if fix.action != "remove" else None, was=_was(facts, name, fix),
+                               why=fix.why, action=fix.action, option=fix.option, direction=fix.direction))
+        elif fix.env:
+            if cat and not cat.has_env(fix.env):
+                msg = f"{fix.env} is not read by SGLang {cat.label}, so it is not suggested"
+                if strict:
+                    raise FixError(f"{finding.rule}: {msg}")
+                finding.confidence_notes.append(msg)
+                continue
+            if fix.was is None and fix.env in facts.env:
+                fix.was = str(facts.env[fix.env])
+            out.append(fix)
+        else:
+            if fix.was is None and fix.external_env in facts.env:
+                fix.was = str(facts.env[fix.external_env])
+            out.append(fix)
+    finding.fix = out
+
+
+def _was(facts, name: str, fix: Fix) -> str | None:
+    if fix.was is not None:
+        return fix.was
+    current = facts.flags.get(name)
+    if current is None and name == "--mem-fraction-static" and facts.readings.get("mem_fraction_static") is not None:
+        current = facts.readings["mem_fraction_static"]
+    if current is None:
+        return None
+    return str(current).lower() if isinstance(current, bool) else str(current)
+
+
+def direction_ok(fix: Fix) -> bool:
+    """Whether a fix does what it says to the value in use (unknown values pass)."""
+    if fix.direction in ("raise", "lower"):
+        new, old = to_float(fix.value), to_float(fix.was)
+        if new is None:
+            return False
+        if old is None:
+            return True
+        return new > old if fix.direction == "raise" else new < old
+    if fix.direction == "set" and fix.was is not None and fix.value is not None:
+        return str(fix.value) != str(fix.was)
+    return True
+
+
+def _directions(finding: Finding, facts, strict: bool) -> None:
+    keep = []
+    for fix in finding.fix:
+        if direction_ok(fix):
+            keep.append(fix)
+            continue
+        msg = (f"{fix.name} {fix.value} would not {fix.direction} the value in use ({fix.was}), so it is not suggested"
+               if fix.direction in ("raise", "lower") else f"{fix.name} is already {fix.was}, so it is not suggested")
+        if strict:
+            raise FixError(f"{finding.rule}: {msg}")
+        finding.confidence_notes.append(msg)
+    finding.fix = keep
+
+
+def _renumber(finding: Finding) -> None:
+    """Options numbered 1, 2, … in their order (some may have lost every change)."""
+    with_changes = {f.option for f in finding.fix}
+    info_only = {o["option"] for o in finding.options if any(t.startswith(f"option {o['option']}: ") for t in finding.fix_other)}
+    used = sorted(with_changes | (info_only - with_changes))
+    new = {old: i for i, old in enumerate(used, 1)}
+    for f in finding.fix:
+        f.option = new[f.option]
+    finding.options = [dict(o, option=new[o["option"]]) for o in finding.options if o.get("option") in new]
+    out = []
+    for text in finding.fix_other:
+        m = re.match(r"option (\d+): ", text)
+        if m:
+            n = new.get(int(m[1]))
+            if n is None:
+                continue
+            text = f"option {n}: {text[m.end():]}"
+        if text not in out:
+            out.append(text)
+    finding.fix_other = out
+
+
+def _notes(finding: Finding, facts) -> None:
+    if facts.fragment and finding.role != "symptom":
+        for note in facts.fragment:
+            msg = f"partial evidence: {note}"
+            if msg not in finding.confidence_notes:
+                finding.confidence_notes.append(msg)
+    if facts.catalog and "unknown" in facts.catalog.requested and any(f.flag or f.env for f in finding.fix):
+        if facts.catalog.note not in finding.confidence_notes:
+            finding.confidence_notes.append(facts.catalog.note)
+
+
+def _cap_evidence(finding: Finding) -> None:
+    unique: dict = {}
+    for e in sorted(finding.evidence, key=lambda e: (e.role != "trigger", e.input, e.line)):
+        unique.setdefault((e.input, e.line), e)
+    finding.evidence = sorted(list(unique.values())[:MAX_EVIDENCE], key=lambda e: (e.input, e.line))
+
+
+def _merge_same_category(findings: list[Finding]) -> list[Finding]:
+    by_cat: dict[str, Finding] = {}
+    out: list[Finding] = []
+    for f in sorted(findings, key=lambda f: -f.rank_score):
+        first = by_cat.get(f.category)
+        if first is None or f.role != "root":
+            by_cat.setdefault(f.category, f)
+            out.append(f)
+            continue
+        for e in f.evidence:  # a second rule seeing the same cause: its lines support the first
+            if not any(x.line == e.line and x.input == e.input for x in first.evidence) and len(first.evidence) < MAX_EVIDENCE:
+                first.evidence.append(Evidence(e.input, e.line, e.text, "context"))
+        first.evidence.sort(key=lambda e: (e.input, e.line))
+    return out
+
+
+def _order(findings: list[Finding]) -> list[Finding]:
+    primary = [f for f in findings if f.role == "root"]
+    secondary = [f for f in findings if f.role == "secondary"]
+    symptoms = [f for f in findings if f.role == "symptom"]
+    if not primary:
+        primary, secondary = secondary, []
+    if not primary:
+        primary, symptoms = symptoms[:1], symptoms[1:]
+    primary.sort(key=lambda f: (-f.rank_score, _first_line(f)))
+    if primary:
+        top = primary[0]
+        for s in secondary + symptoms:
+            for e in s.evidence[:2]:
+                if not any(x.line == e.line and x.input == e.input for x in top.evidence):
+                    top.evidence.append(Evidence(e.input, e.line, e.text, "symptom"))
+            note = f"followed by: {s.title.rstrip('.')}"
+            if s.title and note not in top.confidence_notes:
+                top.confidence_notes.append(note)
+        top.evidence.sort(key=lambda e: (e.input, e.line))
+    return primary
+
+
+def _first_line(f: Finding) -> tuple:
+    return min(((e.input, e.line) for e in f.evidence), default=(99, 10**9))
+
+
+def _status(findings: list[Finding], facts) -> str:
+    if findings and findings[0].category == "env.empty_log":
+        return "inconclusive"
+    if any(f.severity in ("warning", "error", "critical") for f in findings):
+        return "findings"
+    if facts.state in ("serving", "ready") or facts.smi:
+        return "findings" if findings else "clean"
+    return "findings" if findings else "inconclusive"
+
+
+def _unchecked(facts, report: Report) -> list[str]:
+    out = []
+    if facts.catalog:
+        out.append(facts.catalog.note)
+    if facts.model_note:
+        out.append(facts.model_note)
+    memory = any(f.category.startswith("oom.") for f in report.findings)
+    if memory and facts.model is None:
+        out.append("model architecture not identified: the memory arithmetic uses only the numbers the log printed "
+                   "(name the model with --launch or a log that shows --model-path)")
+    if memory and not facts.gpus:
+        out.append("no nvidia-smi snapshot: other processes on the GPUs and their capacity were not checked (pass one with --smi)")
+    return out
+
+
+__all__ = ["finalize", "direction_ok", "FixError", "to_float"]

@@ -1,0 +1,329 @@
+"""Rules -> findings: match, run the declared explainers, fill the rule's own texts and fixes.
+
+Nothing here decides a category, a title or a fix: the rule file does. The engine only
+  1. selects the events the rule's [match] names (catalog message names or event kinds),
+  2. checks its conditions over facts (before the explainers) and over explainer values (after),
+  3. renders its texts, quotes its evidence, and offers each declared fix whose values are known
+     and whose conditions hold, grouped into options ordered by cost,
+  4. computes the confidence from the rule's declared base and adjustments.
+Spelling flags for the user's version, the `was` values and the direction check happen once,
+for all findings, in diag/findings.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..explain import ExplainContext, Values, explainers
+from ..facts import lookup as fact_lookup
+from ..report import Evidence, Finding, Fix
+from ..versions import could_be
+from . import conditions as C
+from . import schema as S
+from . import text as T
+from .registry import Registry
+
+MAX_TRIGGERS = 6
+FRAGMENT_PENALTY = 0.05            # per sign that the paste is a piece of a longer log (at most two)
+GENERIC_CAP = 0.6
+
+
+def event_names(ev) -> tuple:
+    m = getattr(ev, "msg", None)
+    if m is None:
+        return ()
+    return tuple(x for x in (getattr(m, "name", None), getattr(m, "family", None), getattr(m, "id", None)) if x)
+
+
+def matches_name(ev, name: str) -> bool:
+    m = getattr(ev, "msg", None)
+    if m is None:
+        return False
+    if name.endswith(".*"):
+        prefix = name[:-1]
+        return any(n.startswith(prefix) for n in event_names(ev)) or (getattr(m, "component", None) or "") + "." == prefix
+    return name in event_names(ev)
+
+
+# the parser's own kinds that a catalog event kind also names
+PARSER_KINDS = {"oom": "device_oom", "argparse": "argparse", "retract": "retract", "watchdog": "watchdog"}
+
+
+def event_kinds(ev) -> set:
+    kinds = {ev.kind}
+    if ev.kind in PARSER_KINDS:
+        kinds.add(PARSER_KINDS[ev.kind])
+    m = getattr(ev, "msg", None)
+    if m is not None and getattr(m, "event", None):
+        kinds.add(m.event)
+    return kinds
+
+
+@dataclass
+class Context:
+    rule: S.Rule
+    facts: object
+    hits: list
+    values: dict = field(default_factory=dict)        # explainer name -> Values
+    tables: dict = field(default_factory=dict)
+
+    def lookup(self, path: str, extra: dict | None = None):
+        ns, _, rest = path.partition(".")
+        if extra and ns in extra:
+            return _dig(extra[ns], rest)
+        if ns == "hit":
+            for ev in self.hits:
+                fields = getattr(getattr(ev, "msg", None), "fields", None) or {}
+                if rest in fields and fields[rest] is not None:
+                    return fields[rest]
+                if rest in ev.data and ev.data[rest] is not None:
+                    return ev.data[rest]
+            return T.MISSING
+        if ns in self.values:
+            return _dig(self.values[ns].values, rest)
+        try:
+            v = fact_lookup(self.facts, path)
+        except KeyError:
+            return T.MISSING
+        return T.MISSING if v is None else v
+
+    def flag(self, names: list[str]):
+        return self.facts.flag(*names)
+
+    def version_ok(self, spec: str) -> bool:
+        return could_be(self.facts.version, spec)
+
+    def holds(self, cond: C.Condition, extra: dict | None = None) -> bool:
+        return C.holds(cond, lambda p: self.lookup(p, extra), self.flag, self.version_ok)
+
+    def render(self, template: str, extra: dict | None = None) -> str:
+        return T.render(template, lambda p: self.lookup(p, extra), {**self.tables, **self.rule.tables})
+
+
+def _dig(obj, rest: str):
+    if not rest:
+        return obj if obj is not None else T.MISSING
+    cur = obj
+    for part in rest.split("."):
+        if isinstance(cur, dict) and part in cur:
+            cur = cur[part]
+        elif hasattr(cur, part) and not part.startswith("_"):
+            cur = getattr(cur, part)
+        else:
+            return T.MISSING
+    return T.MISSING if cur is None else cur
+
+
+def _explainer_paths(cond: C.Condition) -> bool:
+    if cond.subject != "fact":
+        return False
+    return cond.target.split(".", 1)[0] in explainers()
+
+
+def select(rule: S.Rule, facts) -> list | None:
+    """The events the rule's [match] selects (possibly none when it matches on facts only), or
+    None when the match fails."""
+    events = facts.events
+    hits: list = []
+    if rule.messages:
+        hits = [e for e in events if any(matches_name(e, n) for n in rule.messages)]
+        if not hits:
+            return None
+    for name in rule.all_messages:
+        found = [e for e in events if matches_name(e, name)]
+        if not found:
+            return None
+        hits.extend(found[:2])
+    if any(matches_name(e, n) for e in events for n in rule.unless_messages):
+        return None
+    if rule.events:
+        kinds = set(rule.events)
+        found = [e for e in events if event_kinds(e) & kinds]
+        if not found:
+            return None
+        hits.extend(e for e in found if e not in hits)
+    if rule.unless_events and any(event_kinds(e) & set(rule.unless_events) for e in events):
+        return None
+    hits.sort(key=lambda e: (e.input, e.line))
+    return hits
+
+
+def run_explainers(ctx: Context, cache: dict) -> None:
+    known = explainers()
+    for use in ctx.rule.explainers:
+        key = (use.name, use.args, tuple(id(h) for h in ctx.hits))
+        if key not in cache:
+            ex = known[use.name]
+            cache[key] = ex.fn(ExplainContext(facts=ctx.facts, hits=ctx.hits), **use.kwargs) or Values()
+        ctx.values[use.name] = cache[key]
+
+
+def evaluate(reg: Registry, facts, cache: dict | None = None) -> list[Finding]:
+    cache = {} if cache is None else cache
+    out = []
+    for rule in reg.rules:
+        f = evaluate_rule(reg, rule, facts, cache)
+        if f is not None:
+            out.append(f)
+    return out
+
+
+def evaluate_rule(reg: Registry, rule: S.Rule, facts, cache: dict) -> Finding | None:
+    if rule.applies_to and not could_be(facts.version, rule.applies_to):
+        return None
+    hits = select(rule, facts)
+    if hits is None:
+        return None
+    ctx = Context(rule=rule, facts=facts, hits=hits, tables=reg.tables)
+    early = [c for c in rule.where if not _explainer_paths(c)]
+    if not all(ctx.holds(c) for c in early):
+        return None
+    early_any = [c for c in rule.where_any if not _explainer_paths(c)]
+    if early_any and len(early_any) == len(rule.where_any) and not any(ctx.holds(c) for c in early_any):
+        return None
+    if any(ctx.holds(c) for c in rule.unless if not _explainer_paths(c)):
+        return None
+    run_explainers(ctx, cache)
+    if not all(ctx.holds(c) for c in rule.where):
+        return None
+    if rule.where_any and not any(ctx.holds(c) for c in rule.where_any):
+        return None
+    if any(ctx.holds(c) for c in rule.unless):
+        return None
+    return assemble(reg, ctx)
+
+
+def assemble(reg: Registry, ctx: Context) -> Finding:
+    rule = ctx.rule
+    finding = Finding(rule=rule.id, category=rule.category, severity=rule.severity, confidence=0.0,
+                      title=ctx.render(rule.title), summary=ctx.render(rule.summary), explanation=ctx.render(rule.why),
+                      role=rule.role)
+    finding.fix_safety = ctx.render(rule.fix_safety)
+    _evidence(ctx, finding)
+    _fixes(reg, ctx, finding)
+    finding.confidence = _confidence(ctx)
+    finding.memory = _memory(ctx)
+    finding.rank_score = rule.priority + 10 * finding.confidence + {"critical": 3, "error": 2, "warning": 1}.get(rule.severity, 0)
+    return finding
+
+
+def _evidence(ctx: Context, finding: Finding) -> None:
+    seen = set()
+
+    def add(inp: int, line: int, text: str, role: str) -> None:
+        if (inp, line) in seen:
+            return
+        seen.add((inp, line))
+        finding.evidence.append(Evidence(inp, line, text, role))
+
+    for ev in ctx.hits[:MAX_TRIGGERS]:
+        add(ev.input, ev.line, ev.text, "trigger")
+    for path in ctx.rule.evidence:
+        v = ctx.lookup(path)
+        for item in (v if isinstance(v, list) else [v]):
+            if item is T.MISSING or item is None:
+                continue
+            if hasattr(item, "line") and hasattr(item, "text"):
+                add(item.input, item.line, item.text, "trigger" if not ctx.hits else "context")
+    for vals in ctx.values.values():
+        for inp, line, role in vals.evidence:
+            text = ctx.facts.context.get((inp, line), "")
+            if text:
+                add(inp, line, text, role)
+    finding.evidence.sort(key=lambda e: (e.input, e.line))
+
+
+def _fixes(reg: Registry, ctx: Context, finding: Finding) -> None:
+    rule = ctx.rule
+    groups: dict[str, dict] = {}
+    order = 0
+    for spec in rule.fixes:
+        order += 1
+        if spec.applies_to and not ctx.version_ok(spec.applies_to):
+            continue
+        if not all(ctx.holds(c) for c in spec.when):
+            continue
+        if spec.use:
+            _use(reg, ctx, spec, groups, order)
+            continue
+        value = spec.value
+        if isinstance(value, str):
+            if T.fields(value):
+                rendered = T.render(value, lambda p: ctx.lookup(p), rule.tables)
+                if "?" in rendered and not _all_known(ctx, value):
+                    continue                      # a computed value that is not known: no fix
+                value = rendered
+        elif isinstance(value, bool):
+            value = "true" if value else "false"
+        elif value is not None:
+            value = f"{value:g}" if isinstance(value, float) else str(value)
+        g = groups.setdefault(spec.option, {"title": "", "cost": spec.cost, "order": order, "fixes": [], "arithmetic": ""})
+        if spec.title and not g["title"]:
+            g["title"] = ctx.render(spec.title)
+        g["fixes"].append(Fix(flag=spec.flag, env=spec.env, external_env=spec.external_env, value=value,
+                              why=ctx.render(spec.why), action=spec.action, direction=spec.direction))
+    ranked = sorted(groups.items(), key=lambda kv: (kv[1]["cost"], kv[1]["order"]))
+    numbers = {}
+    for n, (key, g) in enumerate(ranked, 1):
+        numbers[key] = n
+        for fx in g["fixes"]:
+            fx.option = n
+            finding.fix.append(fx)
+        finding.options.append({"option": n, "title": g["title"], "cost": g["cost"], "arithmetic": g["arithmetic"],
+                                "fits": g.get("fits")})
+        for note in g.get("notes", []):
+            finding.fix_other.append(f"option {n}: {note}")
+    for o in rule.fix_other:
+        if not all(ctx.holds(c) for c in o.when):
+            continue
+        if o.option is not None and o.option not in numbers:
+            continue
+        text = ctx.render(o.text)
+        finding.fix_other.append(f"option {numbers[o.option]}: {text}" if o.option else text)
+
+
+def _all_known(ctx: Context, template: str) -> bool:
+    return all(ctx.lookup(f.path) is not T.MISSING for f in T.fields(template))
+
+
+def _use(reg: Registry, ctx: Context, spec: S.FixSpec, groups: dict, order: int) -> None:
+    ns, kind = spec.use.split(".", 1)
+    vals: Values = ctx.values.get(ns) or Values()
+    opt = vals.option(kind)
+    if opt is None or opt.fits is False:
+        return
+    lib = reg.library[spec.use]
+    extra = {"opt": opt.values, "after": opt.values.get("after") or {}, "before": opt.values.get("before") or {}}
+    g = groups.setdefault(spec.option, {"title": "", "cost": opt.cost, "order": order + opt.order / 1000, "fixes": [],
+                                        "arithmetic": "", "fits": opt.fits, "notes": []})
+    g["title"] = g["title"] or ctx.render(lib.title, extra)
+    g["arithmetic"] = g["arithmetic"] or ctx.render(lib.arithmetic, extra)
+    g["notes"].extend(ctx.render(n, extra) for n in lib.notes)
+    for ch in opt.changes:
+        name = ch.get("flag") or ch.get("env") or ch.get("external_env")
+        text = lib.change(name)
+        if text is None:
+            raise S.RuleError(f"{lib.path} [{kind}]: explainer {ns!r} changed {name}, which the library does not describe")
+        g["fixes"].append(Fix(flag=ch.get("flag"), env=ch.get("env"), external_env=ch.get("external_env"),
+                              value=ch.get("value"), why=ctx.render(text.why, extra), action=ch.get("action", "set"),
+                              direction=text.direction))
+
+
+def _confidence(ctx: Context) -> float:
+    rule = ctx.rule
+    c = rule.confidence
+    basis = ctx.lookup("failure.phase_basis")
+    if isinstance(basis, str):
+        c += rule.by_phase_basis.get(basis, 0.0)
+    fragment = ctx.lookup("fragment")
+    if isinstance(fragment, list) and rule.role != "symptom":
+        c -= FRAGMENT_PENALTY * min(2, len(fragment))
+    if rule.generic:
+        c = min(c, GENERIC_CAP)
+    return max(0.05, min(rule.confidence_max, c))
+
+
+def _memory(ctx: Context) -> dict:
+    vals = ctx.values.get("memory")
+    if vals is None:
+        return {}
+    return vals.values.get("budget_json") or {}

@@ -1,0 +1,31 @@
+"""Every case of every rule (rules/<family>/*.toml): category, fixes and their direction,
+evidence lines, confidence bounds, and the texts, through the whole pipeline."""
+from __future__ import annotations
+
+import pytest
+
+from diag.rules.registry import registry
+
+from rulecases import check_want, run_case
+
+CASES = [(r, c) for r in registry().rules for c in r.cases]
+
+
+@pytest.mark.parametrize("rule,case", CASES, ids=[f"{r.id}:{c.name}" for r, c in CASES])
+def test_case(rule, case, tmp_path):
+    if case.xfail:
+        pytest.xfail(case.xfail)
+    report = run_case(case, tmp_path)
+    if case.expect == "no-match":
+        assert rule.id not in report.matched, f"{rule.id} matched: {[f.title for f in report.findings]}"
+        return
+    if case.expect == "match":
+        assert rule.id in report.matched, f"{rule.id} did not match; matched {report.matched}"
+        return
+    problems = check_want(report, rule.id, case.want)
+    assert not problems, "\n".join(problems)
+
+
+def test_every_rule_has_a_top_case():
+    missing = [r.id for r in registry().rules if not any(c.expect == "top" for c in r.cases)]
+    assert not missing
