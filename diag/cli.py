@@ -1,4 +1,4 @@
-"""Command line: diag analyze | rules | flags check | mem.
+"""Command line: diag analyze | rules | flags check | mem | serve.
 
 Exit codes (report contract): 0 clean, 1 findings at or above --fail-on, 2 usage error
 or unreadable input, 3 inconclusive. Errors are one line on stderr, never a traceback.
@@ -205,6 +205,17 @@ def events(
         data = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in data.items()}
         sys.stdout.write(json.dumps({"line": ev.line, "kind": ev.kind, "rank": ev.rank, "ts": ev.ts, "text": ev.text,
                                      "data": data}, default=str, ensure_ascii=False) + "\n")
+
+
+@app.command()
+def serve(
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (0.0.0.0: all interfaces)."),
+    port: int = typer.Option(8787, "--port", help="Port to listen on."),
+    config: Optional[str] = typer.Option(None, "--config", help="A TOML config file (default: $DIAG_CONFIG); the environment overrides it."),
+) -> None:
+    """Run the chat-ops bot and HTTP API: Slack, Mattermost, POST /v1/analyze (needs the serve extra)."""
+    from .serve import main as serve_main
+    raise typer.Exit(serve_main(host, port, config))
 
 
 @app.command()
