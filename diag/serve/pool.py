@@ -31,7 +31,7 @@ class WorkerFailed(Exception):
 
 
 class AnalysisPool:
-    def __init__(self, workers: int, queue: int, time_limit: float, max_tasks: int = 500):
+    def __init__(self, workers: int, queue: int, time_limit: float, max_tasks: int = 1000):
         self.workers, self.queue, self.time_limit, self.max_tasks = workers, queue, time_limit, max_tasks
         self.pending = 0
         self._pool = None

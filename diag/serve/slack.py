@@ -17,6 +17,12 @@ from dataclasses import dataclass, field
 from typing import Awaitable, Callable
 from urllib.parse import parse_qsl
 
+from cachetools import TTLCache
+from slack_bolt.adapter.starlette.async_handler import to_async_bolt_request, to_starlette_response
+from slack_bolt.async_app import AsyncApp
+from slack_sdk.errors import SlackApiError
+from slack_sdk.signature import SignatureVerifier
+from slack_sdk.web.async_client import AsyncWebClient
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -86,11 +92,6 @@ def endpoint(service):
 
 class SlackBot:
     def __init__(self, service):
-        from cachetools import TTLCache
-        from slack_bolt.async_app import AsyncApp
-        from slack_sdk.signature import SignatureVerifier
-        from slack_sdk.web.async_client import AsyncWebClient
-
         self.service = service
         s = self.settings = service.settings
         self.client = AsyncWebClient(token=s.slack_bot_token, base_url=s.slack_api_url, timeout=30)
@@ -127,16 +128,20 @@ class SlackBot:
         body = await request.body()  # within the chat body cap (BodyLimits)
         reason = self._refusal(body, request.headers.get("x-slack-request-timestamp"),
                                request.headers.get("x-slack-signature"))
+        retry = request.headers.get("x-slack-retry-num")
+        if reason == "replay" and retry:
+            # Slack delivering again what was already acknowledged (and is being answered)
+            self.service.metrics.requests.labels("slack", "retry_ignored").inc()
+            return Response(status_code=200, headers={"X-Slack-No-Retry": "1"})
         if reason:
             self.service.metrics.reject("slack", reason)
             return JSONResponse({"error": "invalid request signature" if reason != "stale" else "stale request timestamp"},
                                 status_code=401)
         self.seen[request.headers["x-slack-signature"]] = True
-        if request.headers.get("x-slack-retry-reason") == "http_timeout":
+        if retry and request.headers.get("x-slack-retry-reason") == "http_timeout":
             # the first delivery was acknowledged late but is being answered: do not answer twice
             self.service.metrics.requests.labels("slack", "retry_ignored").inc()
             return Response(status_code=200, headers={"X-Slack-No-Retry": "1"})
-        from slack_bolt.adapter.starlette.async_handler import to_async_bolt_request, to_starlette_response
         bolt_request = to_async_bolt_request(request, bolt_body(body, request.headers.get("content-type", "")))
         return to_starlette_response(await self.app.async_dispatch(bolt_request))
 
@@ -161,17 +166,23 @@ class SlackBot:
         paste = Paste("mention", team=context.team_id or event.get("team", ""), channel=event["channel"],
                       user=event.get("user", ""), thread_ts=event.get("thread_ts") or event["ts"],
                       text=event.get("text", ""), files=event.get("files") or [])
-        if not clean_text(paste.text) and not paste.files and event.get("thread_ts"):
-            # "@diag" as a reply under a paste: the thread's first message is the log
+        if event.get("thread_ts") and not paste.files and len(clean_text(paste.text).splitlines()) < 3:
+            # "@diag" (or "@diag what is this?") under a paste: the log is the thread's first message
             replies = await client.conversations_replies(channel=paste.channel, ts=event["thread_ts"], limit=1, inclusive=True)
             parent = (replies.get("messages") or [{}])[0]
+            if parent.get("bot_id"):  # a thread under an answer: nothing new to read
+                return await self.reply(paste, client, USAGE.format(command=self.settings.slack_command))
             paste.text, paste.files = parent.get("text", ""), parent.get("files") or []
         await self.answer(paste, client)
 
     async def on_dm(self, event, context, client) -> None:
-        await self.answer(Paste("dm", team=context.team_id or event.get("team", ""), channel=event["channel"],
-                                user=event.get("user", ""), thread_ts=event.get("thread_ts") or event["ts"],
-                                text=event.get("text", ""), files=event.get("files") or []), client)
+        paste = Paste("dm", team=context.team_id or event.get("team", ""), channel=event["channel"],
+                      user=event.get("user", ""), thread_ts=event.get("thread_ts") or event["ts"],
+                      text=event.get("text", ""), files=event.get("files") or [])
+        in_thread = event.get("thread_ts") not in (None, event["ts"])
+        if in_thread and not paste.files and len(clean_text(paste.text).splitlines()) < 3:
+            return  # a word in the thread of an answer ("thanks"), not a new log
+        await self.answer(paste, client)
 
     async def on_command(self, command, client, respond) -> None:
         if not clean_text(command.get("text", "")):
@@ -198,6 +209,9 @@ class SlackBot:
             if not s.allows(paste.team, paste.channel):
                 outcome = None
                 svc.metrics.reject("slack", "not_allowed")
+                if paste.respond is not None and paste.source == "shortcut":  # /diag was told in its ack
+                    await paste.respond(text="diag is not enabled in this channel.", response_type="ephemeral",
+                                        replace_original=False)
                 return
             with Spool(s.max_bytes) as spool:
                 try:
@@ -272,14 +286,19 @@ class SlackBot:
         thread = paste.thread_ts or posted
         self.service.dedup.put(scope, result.fingerprint, {"channel": paste.channel, "ts": posted})
         name = f"diag-report-{(result.rule or result.status).lower()}.html"
-        await client.files_upload_v2(channel=paste.channel, thread_ts=thread, content=result.outputs["html"],
-                                     filename=name, title=f"diag incident report: {result.title or result.status}"[:250])
+        try:
+            await client.files_upload_v2(channel=paste.channel, thread_ts=thread, content=result.outputs["html"],
+                                         filename=name, title=f"diag incident report: {result.title or result.status}"[:250])
+        except SlackApiError as exc:
+            log.warning("slack upload failed: %s", _why(exc))
+            await client.chat_postMessage(channel=paste.channel, thread_ts=thread, text="(The HTML incident report "
+                                          f"could not be attached: {exc.response.get('error')}.)")
+            return "answered_without_report"
         return "answered"
 
     async def _post(self, paste: Paste, client, *, text: str, blocks: list | None = None) -> str | None:
         """Post in the paste's thread; return the message's ts, or None when it went through
         the response_url because the bot is not in the channel."""
-        from slack_sdk.errors import SlackApiError
         try:
             resp = await client.chat_postMessage(channel=paste.channel, thread_ts=paste.thread_ts, text=text,
                                                  blocks=blocks, unfurl_links=False, unfurl_media=False)
@@ -303,7 +322,6 @@ class SlackBot:
 
 
 def _why(exc: Exception) -> str:
-    from slack_sdk.errors import SlackApiError
     if isinstance(exc, SlackApiError):
         return f"Slack API error {exc.response.get('error')!r}"
     return type(exc).__name__

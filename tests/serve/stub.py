@@ -20,6 +20,7 @@ from starlette.routing import Route
 BOT_TOKEN = "xoxb-test-0123456789-abcdefghij"
 MM_BOT_TOKEN = "mm-bot-token-abcdef"
 NOT_IN_CHANNEL = "CNOTIN"
+NO_FILES = "CNOFILES"  # files.completeUploadExternal fails there (an app without files:write)
 
 
 class SlackStub:
@@ -127,6 +128,8 @@ class SlackStub:
             fid = f"F{next(self._ts):06d}"
             return JSONResponse({"ok": True, "upload_url": f"{self.base}/upload/{fid}", "file_id": fid})
         if method == "files.completeUploadExternal":
+            if params.get("channel_id") == NO_FILES:
+                return JSONResponse({"ok": False, "error": "missing_scope"})
             return JSONResponse({"ok": True, "files": [{"id": f["id"], "title": f.get("title")} for f in params["files"]]})
         return JSONResponse({"ok": False, "error": "unknown_method"})
 

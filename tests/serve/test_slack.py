@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from .conftest import SAMPLE, SMI, MiB, leaked, seeded_log, sign
-from .stub import BOT_TOKEN, NOT_IN_CHANNEL
+from .stub import BOT_TOKEN, NO_FILES, NOT_IN_CHANNEL
 
 _ts = itertools.count(1)
 
@@ -261,3 +261,42 @@ def test_oversize_slack_body_is_refused(service, size):
     r = post(service, body, "application/x-www-form-urlencoded")
     assert r.status_code == 413
     assert BOT_TOKEN not in r.text
+
+
+def test_slack_retry_of_an_answered_request_is_not_answered_twice(service, clean_stub):
+    ts = new_ts()
+    ev = {"type": "app_mention", "user": "U42", "text": "<@UBOT>\n" + SAMPLE.read_text(), "ts": ts, "channel": "C700",
+          "event_ts": ts}
+    body = json.dumps({"team_id": "T1", "api_app_id": "A1", "event": ev, "type": "event_callback", "event_id": "EvR",
+                       "event_time": int(time.time())}).encode()
+    headers = {"Content-Type": "application/json", **sign(body)}
+    assert httpx.post(f"{service}/slack/events", content=body, headers=headers).status_code == 200
+    retry = {**headers, "X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": "http_timeout"}
+    r = httpx.post(f"{service}/slack/events", content=body, headers=retry)
+    assert r.status_code == 200 and r.headers["x-slack-no-retry"] == "1"
+    clean_stub.wait_for("files.completeUploadExternal", channel_id="C700")
+    time.sleep(0.5)
+    assert len(clean_stub.of("chat.postMessage", channel="C700")) == 1
+
+
+def test_chatter_in_threads_is_not_a_log(service, clean_stub):
+    # "@diag thanks" under the bot's own answer: usage, no analysis of the answer
+    answer_ts = new_ts()
+    clean_stub.threads[answer_ts] = {"type": "message", "bot_id": "BBOT", "ts": answer_ts, "text": "🔴 The Mamba state…"}
+    mention(service, "C710", "<@UBOT> thanks!", thread_ts=answer_ts)
+    reply = clean_stub.wait_for("chat.postMessage", channel="C710")[0]
+    assert "mention me" in reply["text"] and not reply.get("blocks")
+    # a one-line DM reply in a thread is ignored; a top-level DM is analysed
+    ts = new_ts()
+    ev = {"type": "message", "channel_type": "im", "user": "U42", "text": "thanks", "ts": ts, "thread_ts": "1700000000.000001",
+          "channel": "D2", "event_ts": ts}
+    assert event(service, ev).status_code == 200
+    time.sleep(0.7)
+    assert clean_stub.of("chat.postMessage", channel="D2") == []
+
+
+def test_answer_stays_when_the_report_cannot_be_attached(service, clean_stub):
+    _, ts = mention(service, NO_FILES, "<@UBOT>\n" + SAMPLE.read_text())
+    posts = clean_stub.wait_for("chat.postMessage", channel=NO_FILES, count=2)
+    assert "SGL-OOM-002" in json.dumps(posts[0]["blocks"])
+    assert posts[1]["thread_ts"] == ts and "could not be attached: missing_scope" in posts[1]["text"]
