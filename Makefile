@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup demo test browser bench score
+.PHONY: setup demo test browser bench bench-serve score
 setup: $(BIN)/diag
 
 $(BIN)/diag: pyproject.toml
@@ -25,6 +25,10 @@ test: setup browser
 
 bench: setup
 	$(BIN)/python benchmarks/run.py
+
+# diag serve under concurrent load (requests/s, p50/p99, memory)
+bench-serve: setup
+	$(BIN)/python benchmarks/serve_bench.py
 
 # corpus scores (needs ../shared, which only developers have)
 score: setup

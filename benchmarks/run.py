@@ -126,7 +126,10 @@ def main() -> int:
     text = "\n".join(lines)
     print(text)
     if args.write:
-        (ROOT / "benchmarks" / "RESULTS.md").write_text("# Benchmark results\n\n`python benchmarks/run.py --write`\n\n" + text + "\n")
+        results = ROOT / "benchmarks" / "RESULTS.md"
+        kept = results.read_text().partition("\n## ")[2] if results.exists() else ""  # other benchmarks' sections
+        results.write_text("# Benchmark results\n\n`python benchmarks/run.py --write`\n\n" + text + "\n"
+                           + ("\n## " + kept if kept else ""))
     return 0
 
 

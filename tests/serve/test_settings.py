@@ -87,3 +87,17 @@ def test_the_plain_cli_does_not_load_the_service():
             "'slack_sdk', 'aiohttp', 'prometheus_client', 'pebble', 'httpx', 'diag.serve.app') if m in sys.modules]; "
             "print(heavy)")
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "[]"
+
+
+def test_deploy_files_agree_with_the_service():
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[2]
+    s = load(str(root / "deploy" / "serve.example.toml"), env={})
+    assert s.max_bytes == 64 * MiB and s.team_versions == {"T0123ABCD": "0.5.10"} and not s.slack_enabled
+    manifest = (root / "deploy" / "slack-app-manifest.yml").read_text()
+    assert f"command: {s.slack_command}" in manifest and f"callback_id: {s.slack_shortcut}" in manifest
+    assert manifest.count("/slack/events") == 3  # events, the command and interactivity: one path
+    for scope in ("app_mentions:read", "chat:write", "commands", "files:read", "files:write", "im:history"):
+        assert f"- {scope}" in manifest
+    docker = (root / "Dockerfile").read_text()
+    assert 'pip install ".[serve]"' in docker and "USER 10001" in docker and '"--host", "0.0.0.0"' in docker
