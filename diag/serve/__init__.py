@@ -10,6 +10,7 @@ Needs the [serve] extra (`pip install 'diag[serve]'`); this module imports none 
 """
 from __future__ import annotations
 
+import os
 import sys
 from importlib.util import find_spec
 
@@ -39,14 +40,23 @@ def main(host: str, port: int, config: str | None = None) -> int:
     except SettingsError as exc:
         sys.stderr.write(f"diag: error: {exc}\n")
         return 2
+    import socket
+    try:  # bound here, so a port in use is one line and no worker is started for nothing
+        sock = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
+    except (OSError, OverflowError) as exc:
+        reason = os.strerror(exc.errno) if getattr(exc, "errno", None) else str(exc)
+        sys.stderr.write(f"diag: error: cannot listen on {host}:{port} ({reason})\n")
+        return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("diag.serve.bolt").setLevel(logging.WARNING)
-    server = uvicorn.Server(uvicorn.Config(create_app(settings), host=host, port=port, lifespan="on",
+    server = uvicorn.Server(uvicorn.Config(create_app(settings), lifespan="on",
                                            limit_concurrency=settings.max_connections, timeout_keep_alive=5,
                                            server_header=False, log_level="info", access_log=True))
+    log = logging.getLogger("diag.serve")
+    log.info("listening on http://%s:%d (Slack %s, Mattermost %s)", host, port,
+             "on" if settings.slack_enabled else "off", "on" if settings.mattermost_enabled else "off")
     try:
-        server.run()
-    except OSError as exc:
-        sys.stderr.write(f"diag: error: cannot listen on {host}:{port} ({exc.strerror or exc})\n")
-        return 2
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
     return 0 if server.started else 2

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -90,7 +91,6 @@ def test_the_plain_cli_does_not_load_the_service():
 
 
 def test_deploy_files_agree_with_the_service():
-    from pathlib import Path
     root = Path(__file__).resolve().parents[2]
     s = load(str(root / "deploy" / "serve.example.toml"), env={})
     assert s.max_bytes == 64 * MiB and s.team_versions == {"T0123ABCD": "0.5.10"} and not s.slack_enabled
@@ -101,3 +101,43 @@ def test_deploy_files_agree_with_the_service():
         assert f"- {scope}" in manifest
     docker = (root / "Dockerfile").read_text()
     assert 'pip install ".[serve]"' in docker and "USER 10001" in docker and '"--host", "0.0.0.0"' in docker
+
+
+def test_diag_serve_runs_and_stops(tmp_path):
+    """The command itself: it listens, answers, and exits cleanly on SIGTERM; a port in use is one line."""
+    import os
+    import signal
+    import socket
+    import time
+
+    import httpx
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen()
+    port = busy.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "DIAG_"))} | {"DIAG_WORKERS": "1"}
+    r = subprocess.run([sys.executable, "-m", "diag", "serve", "--port", str(port)], capture_output=True, text=True,
+                       timeout=60, env=env)
+    assert r.returncode == 2 and r.stderr == f"diag: error: cannot listen on 127.0.0.1:{port} (Address already in use)\n"
+    busy.close()
+    proc = subprocess.Popen([sys.executable, "-m", "diag", "serve", "--port", str(port)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                assert proc.poll() is None and time.monotonic() < deadline
+                time.sleep(0.2)
+        sample = Path(__file__).resolve().parents[2] / "samples" / "qwen36-27b-mtp-extra-buffer.log"
+        reply = httpx.post(f"http://127.0.0.1:{port}/v1/analyze?format=markdown", content=sample.read_bytes(), timeout=30)
+        assert reply.status_code == 200 and "SGL-OOM-002" in reply.text
+        assert httpx.post(f"http://127.0.0.1:{port}/slack/events", content=b"{}", timeout=5).status_code == 404
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out = proc.communicate(timeout=30)[0]
+    # uvicorn shuts down gracefully, then re-raises SIGTERM so the exit status says what stopped it
+    assert proc.returncode in (0, -signal.SIGTERM) and "Application shutdown complete" in out
+    assert "Slack off, Mattermost off" in out and "Traceback" not in out
