@@ -27,6 +27,7 @@ from .common import (
     _ver,
 )
 from .inputs import Deployment, Readings
+from .provenance import explain
 from .formulas import (
     MambaSplit,
     _prefill_graph_reserve_mib,
@@ -44,6 +45,10 @@ from .formulas import (
     resolve_mamba_strategy,
     swa_cell_bytes,
 )
+
+
+# How the GPU total was found, for the total's note (never nvidia-smi unless a snapshot gave it).
+TOTAL_FROM = {"nvidia-smi": "nvidia-smi", "log": "PyTorch's out-of-memory message", "model": "GPU catalog"}
 
 
 @dataclass
@@ -118,6 +123,7 @@ class Budget:
     notes: list[str] = field(default_factory=list)
     sources: dict = field(default_factory=dict)
     readings: Readings | None = field(default=None, repr=False)
+    deployment: Deployment | None = field(default=None, repr=False)
 
     def item(self, name: str) -> Item | None:
         return next((i for i in self.items if i.name == name), None)
@@ -163,6 +169,7 @@ class Budget:
             "fits": self.fits, "problems": self.problems, "goals": self.goals, "warnings": self.warnings,
             "notes": self.notes, "sources": self.sources,
             "items": [i.to_json() for i in self.items],
+            "provenance": explain(self),
         }
         return out
 
@@ -196,7 +203,7 @@ def budget(dep: Deployment, readings: Readings | None = None) -> Budget:
     """Per-GPU memory budget as the deployment's SGLang version computes it (§1–§8)."""
     R = readings or Readings()
     vk = _ver(dep.version)
-    b = Budget(version=dep.version or f"unknown (rules of {NEWEST_RULES})", readings=R)
+    b = Budget(version=dep.version or f"unknown (rules of {NEWEST_RULES})", readings=R, deployment=dep)
     if not dep.version:
         b.notes.append(f"SGLang version unknown: rules of {NEWEST_RULES} used")
     model = dep.model
@@ -207,7 +214,7 @@ def budget(dep: Deployment, readings: Readings | None = None) -> Budget:
     # -- GPU and free memory before loading (§1) ---------------------------------------
     total_mib = dep.total_mib
     if total_mib:
-        b.gpu_total_gib, src["total"] = total_mib / 1024, ("flags" if dep.gpu_total_mib else "model")
+        b.gpu_total_gib, src["total"] = total_mib / 1024, ((dep.gpu_total_source or "flags") if dep.gpu_total_mib else "model")
     elif R.oom_total_gib:
         b.gpu_total_gib, src["total"] = R.oom_total_gib, "log"
         b.notes.append("GPU total from PyTorch's OOM message (a little below nvidia-smi's total)")
@@ -649,7 +656,7 @@ def _items(b: Budget, dep: Deployment, draft_in_static: bool, draft_desc: str, w
     items = b.items
     total = b.gpu_total_gib
     items.append(Item("total", "GPU total", total, src.get("total", "model"),
-                      f"{dep.total_mib:,} MiB (nvidia-smi)" if dep.total_mib else ""))
+                      f"{dep.total_mib:,} MiB ({TOTAL_FROM.get(src.get('total'), 'given')})" if dep.total_mib else ""))
     ctx_gib = (total - b.pre_load_free_gib) if (total is not None and b.pre_load_free_gib is not None) else None
     items.append(Item("cuda_context", "CUDA context / NCCL", ctx_gib, src.get("pre_load_free", "estimate"),
                       "total - free at 'Load weight begin'"))

@@ -29,7 +29,7 @@ QUANT_FLAG_FORMAT = {"fp8": "fp8", "w8a8_fp8": "fp8", "modelopt_fp8": "fp8", "fb
                      "modelopt_fp4": "nvfp4", "modelopt": None, "petit_nvfp4": "nvfp4", "mxfp4": "mxfp4",
                      "awq": "awq", "awq_marlin": "awq", "gptq": "gptq", "gptq_marlin": "gptq", "moe_wna16": "gptq",
                      "w8a8_int8": "w8a8", "w4afp8": "awq"}
-SOURCES = ("log", "model", "flags", "sglang-default", "estimate")
+SOURCES = ("log", "nvidia-smi", "model", "flags", "sglang-default", "estimate")  # what b.sources and Item.source say
 
 
 def _ver(version: str | None) -> tuple[int, int, int, int]:

@@ -13,6 +13,7 @@ class Deployment:
     model: K.ModelSpec | None = None
     gpu: K.GpuSpec | None = None
     gpu_total_mib: int | None = None
+    gpu_total_source: str | None = None          # where gpu_total_mib was read: nvidia-smi | log
     version: str | None = None
     tp: int = 1
     pp: int = 1
@@ -75,7 +76,7 @@ class Deployment:
     @classmethod
     def from_flags(cls, flags: dict, version: str | None, model: K.ModelSpec | None = None,
                    gpu: K.GpuSpec | None = None, gpu_total_mib: int | None = None,
-                   env: dict | None = None) -> "Deployment":
+                   env: dict | None = None, gpu_total_source: str | None = None) -> "Deployment":
         """Read catalog flag names of any version (or server_args field names)."""
         f = {_flag_key(k): v for k, v in (flags or {}).items()}
 
@@ -104,7 +105,7 @@ class Deployment:
         if model is not None and weight_quant and model.weight_quant != weight_quant:
             model = model.with_quant(weight_quant)
         return cls(
-            model=model, gpu=gpu, gpu_total_mib=gpu_total_mib, version=ver,
+            model=model, gpu=gpu, gpu_total_mib=gpu_total_mib, gpu_total_source=gpu_total_source, version=ver,
             tp=tp, pp=_int(get("--pp-size", "--pipeline-parallel-size")) or 1, dp=dp,
             ep=_int(get("--ep-size", "--expert-parallel-size")) or 1, dp_attention=dp_attention,
             mem_fraction_static=_float(get("--mem-fraction-static")),

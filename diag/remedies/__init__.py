@@ -58,13 +58,14 @@ def _size(gib: float) -> str:
 
 def _deployment(facts, version: str | None = None):
     from .. import memory as M
-    total_mib = None
+    total_mib, where = None, None
     if facts.gpus:
         total_mib = next((g.get("memory_total_mib") for g in facts.gpus if g.get("memory_total_mib")), None)
+        where = "nvidia-smi" if total_mib is not None else None
     if total_mib is None and facts.gpu_total_gib:
-        total_mib = int(round(facts.gpu_total_gib * 1024))
+        total_mib, where = int(round(facts.gpu_total_gib * 1024)), "log"
     return M.Deployment.from_flags(facts.flags, version or _version(facts), model=facts.model, gpu=facts.gpu,
-                                   gpu_total_mib=total_mib, env=facts.env)
+                                   gpu_total_mib=total_mib, env=facts.env, gpu_total_source=where)
 
 
 def _readings(facts):
