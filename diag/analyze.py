@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from . import __version__
 from . import facts as facts_mod
+from . import report_build
 from . import rules_v1 as R
 from .clean import Cleaner
 from .detect_version import explicit_version
@@ -106,7 +107,13 @@ def _embedded_smi(lines: list[str], start: int, out: list) -> None:
 
 
 def analyze(paths: list[str], smi_paths: list[str] | None = None, options: Options | None = None) -> Report:
-    """Raise InputError for an input that cannot be read at all."""
+    """The report of these inputs. Raise InputError for an input that cannot be read at all."""
+    return analyze_with_facts(paths, smi_paths, options)[0]
+
+
+def analyze_with_facts(paths: list[str], smi_paths: list[str] | None = None,
+                       options: Options | None = None) -> tuple[Report, "facts_mod.Facts"]:
+    """(the report, the facts it was built from): for tests and tools that look inside."""
     options = options or Options()
     rules = R.load_rules() if options.engine == "v1" else ()
     matcher = R.LineMatcher(rules)
@@ -143,8 +150,8 @@ def analyze(paths: list[str], smi_paths: list[str] | None = None, options: Optio
             if ctx is not None:
                 contexts.append(ctx)
         finalize(report, contexts, f)
-    report.extras["facts"] = f
-    return report
+    report_build.build(report, f)
+    return report, f
 
 
 def _close(opened: Opened) -> None:
@@ -155,4 +162,4 @@ def _close(opened: Opened) -> None:
         pass
 
 
-__all__ = ["analyze", "Options", "InputError"]
+__all__ = ["analyze", "analyze_with_facts", "Options", "InputError"]

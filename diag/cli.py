@@ -61,8 +61,7 @@ def _render(report, fmt: Format, redact: bool, color: bool) -> str:
         from .redact import redact_report
         report = redact_report(report)
     if fmt is Format.json:
-        import json
-        return json.dumps(report.to_json(), indent=2, ensure_ascii=False)
+        return report.dumps()
     if fmt is Format.text:
         from .render.text import render
         return render(report, color=color)

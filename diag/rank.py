@@ -21,7 +21,7 @@ def finalize(report: Report, contexts: list[Context], facts) -> None:
     for ctx in contexts:
         if _complete(ctx, facts):
             findings.append(ctx.finding)
-    report.extras["matched"] = [f.rule for f in findings]
+    report.matched = [f.rule for f in findings]
     findings = _merge_same_category(findings)
     report.findings = _order(findings)
     report.status = _status(report.findings, facts)

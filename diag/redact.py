@@ -12,6 +12,7 @@ import copy
 import dataclasses
 import re
 
+from .commands import attach as attach_commands
 from .facts import Facts
 from .report import Report
 
@@ -170,7 +171,8 @@ def redact_report(report: Report) -> Report:
     redactor = Redactor()
     _walk(report, redactor.redact)
     out = _walk(report, redactor.redact)
-    out.extras["redacted"] = True
+    out.redacted = True
+    attach_commands(out)  # the commands again, from the redacted launch command and fixes (quoted as words)
     return out
 
 

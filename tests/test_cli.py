@@ -105,7 +105,8 @@ def test_json_contract():
     proc = run("analyze", "--format", "json", "samples/qwen36-27b-mtp-extra-buffer.log", "--smi", "samples/rtx-pro-6000-smi.txt")
     assert proc.returncode == 1
     r = json.loads(proc.stdout)
-    assert r["schema"] == "diag.report/1"
+    assert r["schema"] == "diag.report/2"
+    assert r["launch"]["argv"] and r["findings"][0]["commands"][0]["after"] and r["timeline"]["startup"]["marks"]
     assert r["status"] in ("findings", "clean", "inconclusive")
     assert [i["kind"] for i in r["inputs"]] == ["sglang-log", "nvidia-smi"]
     for i in r["inputs"]:

@@ -300,7 +300,7 @@ def test_records_run_together_on_one_line_are_split():
 
 
 def test_usage_block_narrows_the_version():
-    from diag.analyze import analyze
+    from diag.analyze import analyze_with_facts
     import tempfile, os
     usage = ("usage: launch_server.py [-h] --model-path MODEL_PATH [--enable-ep-moe] [--enable-deepep-moe] [--enable-flashmla]\n"
              "                        [--cuda-graph-max-bs CUDA_GRAPH_MAX_BS] [--enable-flashinfer-mla] [--host HOST] [--port PORT]\n"
@@ -308,7 +308,7 @@ def test_usage_block_narrows_the_version():
     with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False) as fh:
         fh.write(usage)
     try:
-        facts = analyze([fh.name]).extras["facts"]
+        _, facts = analyze_with_facts([fh.name])
     finally:
         os.unlink(fh.name)
     assert facts.version.high == "0.4.6.post5", facts.version  # --enable-flashinfer-mla was removed after 0.4.6

@@ -78,12 +78,16 @@ def test_host_learnt_anywhere_is_replaced_everywhere():
 def test_redact_report_is_a_copy():
     report = analyze([str(SAMPLE)])
     before = copy.deepcopy(report.to_json())
-    api_key = report.extras["facts"].flags["--api-key"]
+    api_key = report.facts["launch_flags"]["--api-key"]
     out = redact_report(report)
-    assert report.to_json() == before
-    assert report.extras["facts"].flags["--api-key"] == api_key
-    assert out.extras["facts"].flags["--api-key"] == "[REDACTED:api-key]"
-    assert out.extras["redacted"] and "redacted" not in report.extras
+    assert report.to_json() == before and not report.redacted
+    assert out.redacted and out.to_json()["redacted"] is True
+    assert out.facts["launch_flags"]["--api-key"] == "[REDACTED:api-key]"
+    # the launch command and each option's command, in the report itself, are redacted too
+    assert api_key in report.launch.argv and api_key not in out.launch.argv
+    shown = [line for f in out.findings for c in f.commands for line in (c["before"] or []) + (c["after"] or [])]
+    assert shown and not any(api_key in line for line in shown)
+    assert any(api_key in line for f in report.findings for c in f.commands for line in c["before"] or [])
 
 
 SECRETS = {

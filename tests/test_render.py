@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from diag import commands
 from diag.analyze import analyze
 from diag.redact import redact_report
 from diag.render import html, markdown, slack, slack_blocks
@@ -118,6 +119,7 @@ def crowded(report):
     f.fix = [Fix(flag=f"--flag-{n}", value=str(n), option=n, why="because " * 20) for n in range(1, 21)]
     report.findings += [Finding("SGL-X", "config.other", "warning", 0.5, f"other finding {k} " + "z" * 150, "s")
                         for k in range(30)]
+    commands.attach(report)
     return report
 
 
@@ -169,6 +171,7 @@ def test_env_and_external_env_and_removal():
     f = report.findings[0]
     f.fix = [Fix(flag="--mamba-scheduler-strategy", value="extra_buffer"), Fix(env="SGLANG_ENABLE_SPEC_V2", value="1"),
              Fix(external_env="NCCL_P2P_DISABLE", value="1"), Fix(flag="--port", action="remove")]
+    commands.attach(report)  # the commands are computed when the report is built: again after a change
     before, after = before_after(report)
     assert before[0].startswith("SGLANG_ENABLE_SPEC_V2=1 python")  # the prompt '$' is not part of it
     assert after[0] == "export NCCL_P2P_DISABLE=1"

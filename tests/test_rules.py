@@ -6,7 +6,7 @@ import re
 import pytest
 
 from diag import flags as F
-from diag.analyze import analyze
+from diag.analyze import analyze, analyze_with_facts
 from diag.rules_v1 import load_rules, required_literals
 from diag.taxonomy import CATEGORIES
 
@@ -38,7 +38,7 @@ def test_rule_example(rule, index, example, tmp_path):
     log = tmp_path / "server.log"
     log.write_text(example["log"].lstrip("\n"))
     report = analyze([str(log)])
-    matched = report.extras["matched"]
+    matched = report.matched
     expect = example["expect"]
     name = example.get("name", index)
     if expect == "top":
@@ -59,8 +59,8 @@ def test_rule_example(rule, index, example, tmp_path):
 def test_suggested_flags_exist_in_the_detected_version(rule, index, example, tmp_path):
     log = tmp_path / "server.log"
     log.write_text(example["log"].lstrip("\n"))
-    report = analyze([str(log)])
-    cat = report.extras["facts"].catalog
+    report, facts = analyze_with_facts([str(log)])
+    cat = facts.catalog
     for f in report.findings:
         for fx in f.fix:
             if fx.flag:

@@ -40,13 +40,14 @@ def _float(v):
 
 def deployment(facts, version: str | None):
     from .. import memory as M
-    total_mib = None
+    total_mib, where = None, None
     if facts.gpus:
         total_mib = next((g.get("memory_total_mib") for g in facts.gpus if g.get("memory_total_mib")), None)
+        where = "nvidia-smi" if total_mib is not None else None
     if total_mib is None and facts.gpu_total_gib:
-        total_mib = int(round(facts.gpu_total_gib * 1024))
+        total_mib, where = int(round(facts.gpu_total_gib * 1024)), "log"
     return M.Deployment.from_flags(facts.flags, version, model=facts.model, gpu=facts.gpu, gpu_total_mib=total_mib,
-                                   env=facts.env)
+                                   env=facts.env, gpu_total_source=where)
 
 
 def readings(facts):

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..report import Finding, Report
-from .command import before_after, first_option, fix_text, fragment, option_title
+from .command import before_after, changes, first_option, fix_text, option_title
 from .text import option_groups
 
 ICON = {"critical": "🔴", "error": "🔴", "warning": "🟠", "info": "🔵"}
@@ -182,7 +182,7 @@ def _fix(report: Report, f: Finding, d: Dialect, level: Level) -> str:
         text += f"\nYour launch command with this change:\n{code_block(d, after, 'sh')}"
     elif fixes:
         label = "Change in your launch command:" if before is not None else "Add to your launch command (the log does not show it):"
-        text += f"\n{label}\n{code_block(d, [_clip(line, 160) for line in fragment(fixes)], 'sh')}"
+        text += f"\n{label}\n{code_block(d, [_clip(line, 160) for line in changes(f, n)], 'sh')}"
     why = "; ".join(dict.fromkeys(fx.why for fx in fixes if fx.why))
     now = [f"now {fx.name} {fx.was}" for fx in fixes if fx.was not in (None, "", "None")]
     caveats = [t.split(":", 1)[1].strip() for t in f.fix_other if t.startswith(f"option {n}:")]

@@ -17,9 +17,8 @@ from .command import before_after, diff, first_option, fix_text, option_title
 from .text import option_groups
 
 TEMPLATES = Path(__file__).parent / "templates"
-RADIUS = 3          # lines shown around each evidence line
-MAX_CHARS = 2000    # characters of an evidence line shown
-MAX_CONTEXT = 400   # characters of a line around it
+RADIUS = 3          # lines shown around the root cause's evidence lines (the report keeps as many)
+MAX_CHARS = 2000    # characters of an evidence line shown, when the report has no context for it
 STATUS = {"findings": "Findings", "clean": "Clean", "inconclusive": "Inconclusive"}
 PHASE = {"dist_init": "distributed init", "weights": "loading weights", "kv_pool": "KV cache pool", "mamba": "Mamba state pool",
          "cuda_graph": "CUDA graph capture", "draft": "draft model", "warmup": "warm-up", "prefill": "prefill (serving)",
@@ -34,31 +33,31 @@ def render(report: Report) -> str:
 
 
 def context(report: Report) -> dict:
-    facts = report.extras.get("facts")
     root = report.findings[0] if report.findings else None
     tone = root.severity if root else ("ok" if report.status == "clean" else "unknown")
+    timeline = report.timeline or {}
     return {
         "status": STATUS.get(report.status, report.status), "tone": tone,
         "headline": root.title if root else ("No failure found in the input" if report.status == "clean"
                                              else "Too little in the input to judge"),
-        "root": _finding(report, root, facts) if root else None,
-        "meta": _meta(report, facts),
+        "root": _finding(report, root) if root else None,
+        "meta": _meta(report),
         "inputs": [{"path": i.path, "kind": i.kind, "lines": i.lines, "size": _size(i.bytes), "notes": i.notes}
                    for i in report.inputs],
         "budget": _budget(root) if root else None,
-        "startup": charts.startup(facts) if facts else None,
-        "batches": charts.batches(facts) if facts else None,
-        "gpu_memory": charts.gpu_memory(facts) if facts else None,
+        "startup": charts.startup(timeline.get("startup")),
+        "batches": charts.batches(timeline.get("batches")),
+        "gpu_memory": charts.gpu_memory(timeline.get("gpu_memory")),
         "fix": _fix(report, root) if root else None,
-        "others": [_finding(report, f, facts, radius=0) for f in report.findings[1:]],
+        "others": [_finding(report, f, radius=0) for f in report.findings[1:]],
         "gpus": report.facts.get("gpus") or [], "processes": report.facts.get("gpu_processes") or [],
         "unchecked": report.unchecked,
         "tool_version": report.tool_version, "generated_at": report.generated_at,
-        "redacted": bool(report.extras.get("redacted")),
+        "redacted": report.redacted,
     }
 
 
-def _meta(report: Report, facts) -> list[tuple[str, str]]:
+def _meta(report: Report) -> list[tuple[str, str]]:
     f = report.facts
     rows = [("Model", f.get("model") or "not shown in the log"), ("Architecture", f.get("architecture") or "")]
     gpus = f.get("gpus") or []
@@ -71,10 +70,10 @@ def _meta(report: Report, facts) -> list[tuple[str, str]]:
         rows.append(("Driver / CUDA", f"{f.get('driver_version') or '?'} / {f.get('cuda_version') or '?'}"))
     if f.get("failure_phase"):
         rows.append(("Failed during", PHASE.get(f["failure_phase"], f["failure_phase"])))
-    stamps = sorted(e.ts for e in facts.events if e.ts) if facts else []
-    if stamps:
-        last = stamps[-1][11:] if stamps[-1][:10] == stamps[0][:10] else stamps[-1]
-        rows.append(("Log time", stamps[0] if stamps[0] == stamps[-1] else f"{stamps[0]} – {last}"))
+    first, last = (report.timeline or {}).get("first_timestamp"), (report.timeline or {}).get("last_timestamp")
+    if first and last:
+        shown = last[11:] if last[:10] == first[:10] else last
+        rows.append(("Log time", first if first == last else f"{first} – {shown}"))
     return [(k, v) for k, v in rows if v]
 
 
@@ -82,19 +81,19 @@ def _size(n: int) -> str:
     return f"{n / 1048576:.1f} MB" if n >= 1048576 else f"{n / 1024:.1f} kB" if n >= 1024 else f"{n} B"
 
 
-def _finding(report: Report, f: Finding, facts, radius: int = RADIUS) -> dict:
+def _finding(report: Report, f: Finding, radius: int = RADIUS) -> dict:
     lead = first_sentence(f.summary, len(f.summary) + 1)
     return {"rule": f.rule, "category": f.category, "severity": f.severity, "confidence": f.confidence,
             "title": f.title, "summary": f.summary, "lead": lead, "detail": f.summary[len(lead):].strip(),
-            "explanation": f.explanation, "notes": f.confidence_notes, "windows": _windows(report, f, facts, radius)}
+            "explanation": f.explanation, "notes": f.confidence_notes, "windows": _windows(report, f, radius)}
 
 
-def _windows(report: Report, f: Finding, facts, radius: int) -> list[dict]:
-    """The evidence lines with `radius` lines around each, merged where they touch."""
-    lines = facts.context if facts else {}
+def _windows(report: Report, f: Finding, radius: int) -> list[dict]:
+    """The evidence lines with `radius` lines around each (from the report's evidence context), merged where they touch."""
     out = []
     for inp in sorted({e.input for e in f.evidence}):
         marks = {e.line: e for e in f.evidence if e.input == inp}
+        around = {c["line"]: c for e in marks.values() for c in e.context if c["line"] not in marks}
         spans: list[list[int]] = []
         for n in sorted(marks):
             if spans and n - radius <= spans[-1][1] + 1:
@@ -105,11 +104,12 @@ def _windows(report: Report, f: Finding, facts, radius: int) -> list[dict]:
         for a, b in spans:
             rows = []
             for n in range(a, b + 1):
-                text = lines.get((inp, n), marks[n].text if n in marks else None)
-                if text is not None:
-                    keep = MAX_CHARS if n in marks else MAX_CONTEXT
-                    rows.append({"line": n, "text": text[:keep], "cut": max(0, len(text) - keep),
-                                 "role": marks[n].role if n in marks else ""})
+                if n in marks:
+                    own = next((c for c in marks[n].context if c["line"] == n), None)
+                    text, cut = (own["text"], own["cut"]) if own else (marks[n].text[:MAX_CHARS], max(0, len(marks[n].text) - MAX_CHARS))
+                    rows.append({"line": n, "text": text, "cut": cut, "role": marks[n].role})
+                elif n in around:
+                    rows.append({"line": n, "text": around[n]["text"], "cut": around[n]["cut"], "role": ""})
             out.append({"input": os.path.basename(name), "rows": rows})
     return out
 
