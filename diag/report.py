@@ -4,6 +4,7 @@ Everything a view shows is here, and so in the JSON: the findings with their evi
 the lines around it, the fixes and the launch command before and after each option, the
 memory budget with the source of every number, the timeline. `Report.from_json` reads the
 JSON back into the same model, so a view of the JSON is the view of the live report.
+The JSON Schema is diag/schema/report-2.json; docs/report.md describes the additions to v1.
 """
 from __future__ import annotations
 
@@ -221,6 +222,12 @@ class Report:
                    launch=Launch.from_json(d["launch"]) if d.get("launch") else None,
                    timeline=dict(d.get("timeline") or {}), matched=list(d.get("matched_rules") or []),
                    redacted=bool(d.get("redacted")))
+
+
+def json_schema() -> dict:
+    """The JSON Schema of this report (diag/schema/report-2.json, shipped with the package)."""
+    from importlib.resources import files
+    return json.loads(files("diag").joinpath("schema", "report-2.json").read_text(encoding="utf-8"))
 
 
 def json_safe(value):

@@ -106,6 +106,9 @@ def test_json_contract():
     assert proc.returncode == 1
     r = json.loads(proc.stdout)
     assert r["schema"] == "diag.report/2"
+    jsonschema = pytest.importorskip("jsonschema")
+    from diag.report import json_schema
+    jsonschema.validate(r, json_schema(), cls=jsonschema.Draft202012Validator)  # the shipped schema
     assert r["launch"]["argv"] and r["findings"][0]["commands"][0]["after"] and r["timeline"]["startup"]["marks"]
     assert r["status"] in ("findings", "clean", "inconclusive")
     assert [i["kind"] for i in r["inputs"]] == ["sglang-log", "nvidia-smi"]
