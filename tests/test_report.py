@@ -22,7 +22,7 @@ from diag.memory.provenance import ITEM_KEYS  # noqa: E402
 from diag.redact import redact_report  # noqa: E402
 from diag.report import SOURCES, Evidence, Finding, Fix, InputInfo, Launch, Report, json_schema  # noqa: E402
 from diag.report_build import BUCKETS, CONTEXT_CHARS, MAX_SAMPLES, RADIUS, clip  # noqa: E402
-from diag.rules import Rule, load_rules  # noqa: E402
+from diag.rules_v1 import Rule, load_rules  # noqa: E402
 from diag.taxonomy import CATEGORIES  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -82,6 +82,19 @@ def test_rule_example_reports_validate(rule, index, log, tmp_path):
     check(analyze([str(path)]))
 
 
+def v2_cases():
+    from diag.rules.registry import registry
+    return [(r.id, c) for r in registry().rules for c in r.cases if c.expect != "no-match" and not c.xfail]
+
+
+@pytest.mark.parametrize("rule,case", v2_cases(), ids=lambda x: x if isinstance(x, str) else x.name)
+def test_rule_case_reports_validate(rule, case, tmp_path):
+    """The rules of the v2 engine (rules/<family>/*.toml) write the same report."""
+    from rulecases import run_case
+    data = check(run_case(case, tmp_path))
+    assert Report.from_json(data).to_json() == data
+
+
 def test_schema_and_model_agree():
     """Every field the model writes is named in the schema, and the enums are the model's own."""
     defs = SCHEMA["$defs"]
@@ -96,8 +109,9 @@ def test_schema_and_model_agree():
     # every field of the model classes: to_json writes it, and the schema names it
     full = Finding("SGL-OOM-001", "oom.kv_pool", "error", 0.5, "t", "s",
                    evidence=[Evidence(0, 3, "x", "symptom", [{"line": 2, "text": "y", "cut": 0}])],
-                   fix=[Fix(flag="--a", value="1", was="2", why="w", option=1), Fix(env="E", value="1", option=2),
-                        Fix(external_env="N", action="remove", option=3)],
+                   fix=[Fix(flag="--a", value="1", was="2", why="w", option=1, direction="raise"), Fix(env="E", value="1", option=2),
+                        Fix(external_env="N", action="remove", option=3, direction="remove")],
+                   fix_safety="safe",
                    options=[{"option": 1, "title": "t", "cost": 1, "arithmetic": "a", "fits": True}],
                    commands=[{"option": 1, "before": ["a"], "after": ["b"], "changes": ["--a 1"]}])
     for obj, name in ((full, "finding"), (full.evidence[0], "evidence"), (InputInfo("p", "unknown", 1, 2, ["n"]), "input"),
@@ -132,6 +146,7 @@ def test_the_schema_catches_mistakes():
     assert invalid(lambda d: d["findings"][0].update(confidence="high"))
     assert invalid(lambda d: d["findings"][0]["fix"][0].update(env="X"))           # a flag and a variable at once
     assert invalid(lambda d: d["findings"][0]["fix"][0].update(action="delete"))
+    assert invalid(lambda d: d["findings"][0]["fix"][0].update(direction="sideways"))
     assert invalid(lambda d: d["findings"][0]["evidence"][0].update(role="cause"))
     assert invalid(lambda d: d["findings"][0]["memory"]["items"][0].update(source="a guess"))
     assert invalid(lambda d: d["findings"][0]["memory"].update(weights_gib="51.75 GiB"))
