@@ -5,6 +5,7 @@ autoescaping on, so nothing from a log can become markup.
 """
 from __future__ import annotations
 
+import functools
 import os
 import re
 from pathlib import Path
@@ -26,10 +27,16 @@ PHASE = {"dist_init": "distributed init", "weights": "loading weights", "kv_pool
 
 
 def render(report: Report) -> str:
+    return _template().render(**context(report))
+
+
+@functools.lru_cache(maxsize=1)
+def _template():
+    """The compiled template (once per process: a service or the tests render many reports)."""
     import jinja2
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                              trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
-    return env.get_template("report.html.j2").render(**context(report))
+    return env.get_template("report.html.j2")
 
 
 def context(report: Report) -> dict:
