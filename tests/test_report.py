@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).parent / "data"
 SAMPLE = ROOT / "samples" / "qwen36-27b-mtp-extra-buffer.log"
 SMI = ROOT / "samples" / "rtx-pro-6000-smi.txt"
-LOGS = sorted(p for sub in ("sglang", "extra", "extra2") for p in (DATA / sub).glob("*.log"))
+LOGS = sorted(p for sub in ("sglang", "extra", "extra2", "blind") for p in (DATA / sub).glob("*.log"))
 SMIS = sorted(p for p in (DATA / "smi").iterdir() if p.suffix != ".json")
 EXAMPLES = [(r.id, i, ex["log"]) for r in load_rules() for i, ex in enumerate(r.examples)]
 VIEWS = ("text", "markdown", "slack", "slack_blocks", "html")

@@ -41,7 +41,7 @@ def test_plain_post_json_keeps_the_exit_code_meaning(http):
     r = http.post("/v1/analyze", content=SAMPLE.read_bytes(), headers={"Content-Type": "text/plain"})
     assert r.status_code == 200, r.text
     data = r.json()
-    assert data["schema"] == "diag.report/1" and data["status"] == "findings"
+    assert data["schema"] == "diag.report/2" and data["status"] == "findings"
     assert data["findings"][0]["rule"] == "SGL-OOM-002" and data["findings"][0]["category"] == "oom.mamba_state"
     assert data["exit_code"] == 1 and r.headers["x-diag-exit-code"] == "1"
     assert data["inputs"][0]["path"] == "paste.log"  # the service's temporary path never shows
