@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup demo test browser bench bench-serve score
+.PHONY: setup demo test browser bench bench-serve score catalog catalog-full
 setup: $(BIN)/diag
 
 $(BIN)/diag: pyproject.toml
@@ -34,3 +34,11 @@ bench-serve: setup
 score: setup
 	$(PY) ../shared/tools/score_corpus.py ../shared/corpus/sglang --diag $(BIN)/diag
 	$(PY) ../shared/tools/score_corpus.py ../shared/corpus/smi --diag $(BIN)/diag
+
+# the message catalog: re-merge the hand lists and reviews (no download); after editing a TOML file
+catalog: setup
+	$(BIN)/python scripts/build_catalog.py --hand-only
+
+# the full rebuild from every SGLang release on PyPI (downloads into ~/.cache/diag-build, ~0.5 GB)
+catalog-full: setup
+	$(BIN)/python scripts/build_catalog.py --full

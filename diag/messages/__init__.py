@@ -1,0 +1,398 @@
+"""The message catalog at run time: what a log message is (README.md beside this file).
+
+    from diag.messages import Catalog
+    cat = Catalog.open()
+    m = cat.match("Not enough memory. Please try to increase --mem-fraction-static.")
+    m.family, m.category, m.event, m.fields, cat.versions_of(m)
+
+The catalog is one read-only SQLite file in the package. Opening it reads nothing but the
+connection; each line costs one indexed look-up of its words in the pre-filter table and then
+the regexes of the few messages anchored on those words (compiled on first use with RE2, and
+cached). Start-up and per-line cost do not grow with the number of messages.
+"""
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .store import CATALOG_PATH, FAMILY_PREFIX, decompress, family_number, message_number, parse_ranges
+from .template import line_keys, to_regex
+
+__all__ = ["Catalog", "Match", "Entry", "CatalogError"]
+
+MEMO_SIZE = 8192            # distinct message texts remembered (a repeated line costs one match)
+CAND_SIZE = 8192            # distinct word sets remembered (lines that differ only in numbers)
+REGEX_SIZE = 4096           # compiled regexes kept
+MAX_CANDIDATES = 64         # regexes tried per line at most (the rarest anchors first)
+
+
+class CatalogError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One message of the catalog (a template and where it comes from)."""
+    n: int
+    id: str
+    family: str
+    component: str
+    template: str | None
+    regex: str
+    fields: tuple[tuple[str, str], ...]     # (group, type)
+    specific: bool
+    kind: str
+    level: str
+    category: str | None
+    event: str
+    auto: bool                               # category/event decided by the build's heuristics
+    versions: frozenset[str]
+    n_releases: int
+    origin: str                              # extracted | hand
+    name: str | None = None                  # the family's review alias
+    meaning: str | None = None
+    action: str | None = None
+    renames: dict = field(default_factory=dict)
+    module: str | None = None                # where the newest release raises it
+    function: str | None = None
+    family_releases: int = 0
+
+    @property
+    def exception(self) -> str | None:
+        return self.level if self.kind in ("raise", "assert") else None
+
+
+@dataclass(frozen=True)
+class Match:
+    id: str
+    family: str
+    name: str | None
+    template: str | None
+    fields: dict
+    category: str | None
+    event: str
+    component: str
+    module: str | None
+    function: str | None
+    kind: str
+    level: str                               # exception type, or log level
+    versions: frozenset[str]
+    span: tuple[int, int]
+    score: int                               # literal characters matched
+
+
+def _convert(value: str | None, typ: str):
+    if value is None:
+        return None
+    from ..numbers import to_bytes, to_float, to_int
+    if typ in ("int", "hex"):
+        return to_int(value)
+    if typ in ("float", "num"):
+        return to_float(value)
+    if typ == "size":
+        return to_bytes(value)
+    return value
+
+
+class _LRU(dict):
+    def __init__(self, size: int):
+        super().__init__()
+        self.size = size
+
+    def put(self, key, value):
+        if len(self) >= self.size:
+            # drop the oldest quarter (dicts keep insertion order): amortised O(1)
+            for k in list(self)[: self.size // 4]:
+                del self[k]
+        self[key] = value
+
+
+_ROW = "n, component, family, template, regex, specific, kind, level, category, event, auto, versions, n_releases, hand"
+
+
+class Catalog:
+    _cached: dict[str, "Catalog"] = {}
+    _lock = threading.Lock()
+
+    def __init__(self, path: Path | str = CATALOG_PATH):
+        self.path = Path(path)
+        if not self.path.exists():
+            raise CatalogError(f"message catalog not found: {self.path}")
+        try:
+            self.db = sqlite3.connect(f"file:{self.path}?mode=ro&immutable=1", uri=True, check_same_thread=False)
+            self.db.execute("SELECT 1 FROM meta LIMIT 1")
+        except sqlite3.Error as e:
+            raise CatalogError(f"message catalog unreadable: {self.path}: {e}") from None
+        self._memo = _LRU(MEMO_SIZE)
+        self._cand = _LRU(CAND_SIZE)
+        self._regex = _LRU(REGEX_SIZE)
+        self._entries = _LRU(REGEX_SIZE)
+        self._releases: dict[str, list[str]] | None = None
+        self._reviews = _LRU(REGEX_SIZE)
+        self._famrel = _LRU(REGEX_SIZE)
+        self._vocab = _LRU(REGEX_SIZE)
+        self._zd: bytes | None = None
+        self._compile = None
+
+    @classmethod
+    def open(cls, path: Path | str | None = None) -> "Catalog":
+        key = str(path or CATALOG_PATH)
+        with cls._lock:
+            cat = cls._cached.get(key)
+            if cat is None:
+                cat = cls._cached[key] = cls(key)
+            return cat
+
+    # -- rows ------------------------------------------------------------------------------
+    def releases(self, component: str) -> list[str]:
+        if self._releases is None:
+            rel: dict[str, list[str]] = {}
+            for comp, _idx, v in self.db.execute("SELECT component, idx, version FROM releases ORDER BY component, idx"):
+                rel.setdefault(comp, []).append(v)
+            self._releases = rel
+        return self._releases.get(component, [])
+
+    def _word(self, n: int | None) -> str | None:
+        if n is None:
+            return None
+        w = self._vocab.get(n)
+        if w is None:
+            row = self.db.execute("SELECT text FROM vocab WHERE n = ?", (n,)).fetchone()
+            w = row[0] if row else ""
+            self._vocab.put(n, w)
+        return w
+
+    def _zdict(self) -> bytes:
+        if self._zd is None:
+            row = self.db.execute("SELECT value FROM blobs WHERE key = 'zdict'").fetchone()
+            self._zd = row[0] if row else b""
+        return self._zd
+
+    def _review(self, fn: int):
+        """(name, category, event, meaning, action, fields) of a reviewed family, else Nones."""
+        row = self._reviews.get(fn)
+        if row is None:
+            row = self.db.execute("SELECT name, category, event, meaning, action, fields FROM reviews WHERE family = ?",
+                                  (fn,)).fetchone() or (None,) * 6
+            self._reviews.put(fn, row)
+        return row
+
+    def _family_releases(self, fn: int, comp: str) -> int:
+        k = self._famrel.get(fn)
+        if k is None:
+            rel: set[int] = set()
+            for (vers,) in self.db.execute("SELECT versions FROM messages WHERE family = ?", (fn,)):
+                rel |= parse_ranges(vers)
+            k = len(rel)
+            self._famrel.put(fn, k)
+        return k
+
+    def _entry(self, row) -> Entry:
+        n, comp, fn, blob, regex, specific, kind, level, category, event, auto, versions, n_rel, hand = row
+        comp = self._word(comp)
+        name, rcat, revent, meaning, action, renames = self._review(fn)
+        template = decompress(blob, self._zdict()) if blob is not None else None
+        module = function = None
+        if hand is not None:
+            extra = json.loads(hand)
+            mid = fam = extra.get("id", "")
+            vs = frozenset([extra["versions"]]) if extra.get("versions") else frozenset()
+            meaning = meaning or extra.get("meaning")
+            action = action or extra.get("action")
+            module = extra.get("source")
+        else:
+            mid = f"m-{n:012x}"
+            fam = f"{FAMILY_PREFIX.get(comp, 'msg')}-{fn:08x}"
+            rel = self.releases(comp)
+            vs = frozenset(rel[i] for i in parse_ranges(versions) if i < len(rel))
+            best = -1
+            for mod, fnc, vers in self.db.execute("SELECT module, function, versions FROM locations WHERE message = ?", (n,)):
+                newest = max(parse_ranges(vers), default=-1)
+                if newest > best:
+                    best, module, function = newest, mod, fnc
+            module, function = self._word(module), self._word(function)
+        if regex is None:
+            regex, fields = to_regex(template)
+            fields = tuple((g, t) for g, _, t in fields)
+        else:
+            import re
+            try:
+                fields = tuple((g, "str") for g in re.compile(regex).groupindex)
+            except re.error:
+                fields = ()
+        return Entry(
+            n=n, id=mid, family=fam, component=comp, template=template, regex=regex, fields=fields,
+            specific=bool(specific), kind=self._word(kind), level=self._word(level),
+            category=rcat or self._word(category), event=revent or self._word(event),
+            auto=bool(auto) and not (rcat or revent), versions=vs, n_releases=n_rel,
+            origin="hand" if hand is not None else "extracted", name=name, meaning=meaning, action=action,
+            renames=json.loads(renames) if renames else {}, module=module, function=function,
+            family_releases=self._family_releases(fn, comp) if hand is None else 0)
+
+    def _entries_for(self, ns: list[int]) -> list[Entry]:
+        out, missing = [], []
+        for n in ns:
+            e = self._entries.get(n)
+            if e is None:
+                missing.append(n)
+            else:
+                out.append(e)
+        if missing:
+            q = ",".join("?" * len(missing))
+            for row in self.db.execute(f"SELECT {_ROW} FROM messages WHERE n IN ({q})", missing):
+                e = self._entry(row)
+                self._entries.put(e.n, e)
+                out.append(e)
+        return out
+
+    def get(self, mid: str) -> Entry | None:
+        """A message by its id ('m-…' or a hand entry's id)."""
+        n = message_number(mid)
+        if n is None:
+            return None
+        row = self.db.execute(f"SELECT {_ROW} FROM messages WHERE n = ?", (n,)).fetchone()
+        if not row:
+            return None
+        e = self._entry(row)
+        return e if e.id == mid else None
+
+    def _family_n(self, fid: str) -> int | None:
+        row = self.db.execute("SELECT family FROM reviews WHERE name = ? OR id = ?", (fid, fid)).fetchone()
+        return row[0] if row else family_number(fid)
+
+    def family(self, fid: str) -> list[Entry]:
+        """The messages of a family (by id or review name), oldest first."""
+        fn = self._family_n(fid)
+        rows = self.db.execute(f"SELECT {_ROW} FROM messages WHERE family = ?", (fn,)).fetchall()
+        entries = [e for e in (self._entry(r) for r in rows) if e.family == fid or e.name == fid]
+        order = {v: i for comp in {e.component for e in entries} for i, v in enumerate(self.releases(comp))}
+        return sorted(entries, key=lambda e: (min((order.get(v, 1 << 30) for v in e.versions), default=1 << 30), e.id))
+
+    def family_info(self, fid: str) -> dict | None:
+        entries = self.family(fid)
+        if not entries:
+            return None
+        e0 = entries[0]
+        vs = set().union(*(e.versions for e in entries))
+        spec = [e for e in entries if e.specific] or entries
+        newest = max(spec, key=lambda e: (max((self.releases(e.component).index(v) for v in e.versions
+                                               if v in self.releases(e.component)), default=-1), e.id))
+        return {"id": e0.family, "component": e0.component, "name": e0.name, "category": newest.category,
+                "event": newest.event, "reviewed": not newest.auto and e0.origin == "extracted",
+                "meaning": e0.meaning, "action": e0.action, "fields": e0.renames,
+                "versions": [v for v in self.releases(e0.component) if v in vs] or sorted(vs),
+                "messages": [e.id for e in entries]}
+
+    def search(self, words: str | list[str], limit: int = 50) -> list[Entry]:
+        """Messages whose template contains every word (case-insensitive), most widespread first.
+        A scan of the whole file: for people at a terminal, not for the per-line path."""
+        ws = [w.lower() for w in (words.split() if isinstance(words, str) else list(words))]
+        if not ws:
+            return []
+        zd = self._zdict()
+        hits = []
+        for n, blob, regex, nrel in self.db.execute("SELECT n, template, regex, n_releases FROM messages"):
+            text = (decompress(blob, zd) if blob is not None else regex or "").lower()
+            if all(w in text for w in ws):
+                hits.append((-(nrel or 0), n))
+        hits.sort()
+        ns = [n for _, n in hits[:limit]]
+        by_n = {e.n: e for e in self._entries_for(ns)}
+        return [by_n[n] for n in ns if n in by_n]
+
+    def meta(self) -> dict:
+        return {k: json.loads(v) for k, v in self.db.execute("SELECT key, value FROM meta")}
+
+    def locations(self, entry: Entry) -> list[dict]:
+        rel = self.releases(entry.component)
+        out = []
+        for module, function, kind, level, versions, names in self.db.execute(
+                "SELECT module, function, kind, level, versions, names FROM locations WHERE message = ?", (entry.n,)):
+            out.append({"module": self._word(module), "function": self._word(function), "kind": self._word(kind),
+                        "level": self._word(level),
+                        "versions": [rel[i] for i in sorted(parse_ranges(versions)) if i < len(rel)],
+                        "names": [self._word(int(x)) for x in names.split(",") if x]})
+        return out
+
+    def versions_of(self, match: Match | Entry) -> list[str]:
+        """The releases that print this message, in release order."""
+        comp = match.component
+        order = self.releases(comp)
+        if not order:
+            return sorted(match.versions)
+        return [v for v in order if v in match.versions]
+
+    # -- matching --------------------------------------------------------------------------
+    def _regex_of(self, e: Entry):
+        rx = self._regex.get(e.n)
+        if rx is None:
+            if self._compile is None:
+                try:
+                    import re2
+                    self._compile = re2.compile
+                except ImportError:       # google-re2 missing: the patterns are plain re syntax too
+                    import re
+                    self._compile = re.compile
+            try:
+                rx = self._compile(e.regex)
+            except Exception:             # a bad hand-written regex never breaks a run
+                rx = False
+            self._regex.put(e.n, rx)
+        return rx
+
+    def _candidates(self, message: str) -> list[Entry]:
+        keys = tuple(line_keys(message))
+        if not keys:
+            return []
+        ns = self._cand.get(keys)
+        if ns is None:
+            q = ",".join("?" * len(keys))
+            ns = [r[0] for r in self.db.execute(f"SELECT DISTINCT message FROM anchors WHERE key IN ({q})", keys)]
+            ns = sorted(ns)[:MAX_CANDIDATES]
+            self._cand.put(keys, ns)
+        return self._entries_for(ns) if ns else []
+
+    def _try(self, e: Entry, message: str) -> Match | None:
+        rx = self._regex_of(e)
+        if not rx:
+            return None
+        m = rx.search(message)
+        if m is None:
+            return None
+        gd = m.groupdict()
+        types = dict(e.fields)
+        captured = sum(len(v) for v in gd.values() if v)
+        fields = {}
+        for g, v in gd.items():
+            fields[e.renames.get(g, g)] = _convert(v, types.get(g, "str"))
+        span = m.span()
+        return Match(id=e.id, family=e.family, name=e.name, template=e.template, fields=fields,
+                     category=e.category, event=e.event, component=e.component,
+                     module=e.module, function=e.function,
+                     kind=e.kind, level=e.level, versions=e.versions, span=span,
+                     score=(span[1] - span[0]) - captured)
+
+    def match_all(self, message: str) -> list[Match]:
+        """Every catalog message that matches, best first (most literal text matched, then the
+        family seen in the most releases)."""
+        hit = self._memo.get(message)
+        if hit is not None:
+            return list(hit)
+        out = []
+        for e in self._candidates(message):
+            if not e.specific:
+                continue
+            m = self._try(e, message)
+            if m is not None:
+                out.append((m, e.family_releases))
+        out.sort(key=lambda x: (-x[0].score, -x[1], x[0].id))
+        result = tuple(m for m, _ in out)
+        self._memo.put(message, result)
+        return list(result)
+
+    def match(self, message: str) -> Match | None:
+        ms = self.match_all(message)
+        return ms[0] if ms else None
