@@ -64,8 +64,12 @@ def test_the_prefilter_finds_each_entry_by_its_anchor(cat):
     missing = []
     for n, tmpl, _, _ in sample:
         line = "[2026-01-01 10:00:00 TP0] " + T.render(tmpl)
-        if n not in {m_n for m_n in (cat.get(m.id).n for m in cat.match_all(line))}:
+        every = cat.match_all(line)
+        if n not in {cat.get(m.id).n for m in every}:
             missing.append(tmpl)
+        # match() stops early (longest templates first) and must agree with the full scan
+        best = cat.match(line)
+        assert best is not None and (best.score, best.id) == (every[0].score, every[0].id), tmpl
     assert not missing, missing[:5]
 
 

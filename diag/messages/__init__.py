@@ -12,21 +12,21 @@ cached). Start-up and per-line cost do not grow with the number of messages.
 """
 from __future__ import annotations
 
-import json
 import sqlite3
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .store import CATALOG_PATH, FAMILY_PREFIX, decompress, family_number, message_number, parse_ranges
-from .template import line_keys, to_regex
+from .template import line_keys, literal_chars, needles, to_regex
 
 __all__ = ["Catalog", "Match", "Entry", "CatalogError"]
 
 MEMO_SIZE = 8192            # distinct message texts remembered (a repeated line costs one match)
 CAND_SIZE = 8192            # distinct word sets remembered (lines that differ only in numbers)
-REGEX_SIZE = 4096           # compiled regexes kept
-MAX_CANDIDATES = 64         # regexes tried per line at most (the rarest anchors first)
+REGEX_SIZE = 512            # compiled regexes kept (RE2 keeps up to ~50 KB of DFA cache per pattern in use)
+ENTRY_SIZE = 4096           # catalog rows kept
+MAX_CANDIDATES = 256        # catalog rows looked at per line at most
 
 
 class CatalogError(RuntimeError):
@@ -59,6 +59,8 @@ class Entry:
     module: str | None = None                # where the newest release raises it
     function: str | None = None
     family_releases: int = 0
+    needles: tuple[str, ...] = ()            # literal pieces every rendering holds verbatim
+    max_score: int = 0                       # literal characters (no whitespace): the best score it can get
 
     @property
     def exception(self) -> str | None:
@@ -81,7 +83,7 @@ class Match:
     level: str                               # exception type, or log level
     versions: frozenset[str]
     span: tuple[int, int]
-    score: int                               # literal characters matched
+    score: int                               # literal characters matched (whitespace not counted)
 
 
 def _convert(value: str | None, typ: str):
@@ -95,6 +97,11 @@ def _convert(value: str | None, typ: str):
     if typ == "size":
         return to_bytes(value)
     return value
+
+
+def _nonspace(text: str) -> int:
+    """Characters that are not whitespace as RE2's \\s sees it (ASCII)."""
+    return len(text) - text.count(" ") - text.count("\t") - text.count("\n") - text.count("\r") - text.count("\f")
 
 
 class _LRU(dict):
@@ -127,13 +134,14 @@ class Catalog:
         except sqlite3.Error as e:
             raise CatalogError(f"message catalog unreadable: {self.path}: {e}") from None
         self._memo = _LRU(MEMO_SIZE)
+        self._memo_all = _LRU(MEMO_SIZE // 8)
         self._cand = _LRU(CAND_SIZE)
         self._regex = _LRU(REGEX_SIZE)
-        self._entries = _LRU(REGEX_SIZE)
+        self._entries = _LRU(ENTRY_SIZE)
         self._releases: dict[str, list[str]] | None = None
-        self._reviews = _LRU(REGEX_SIZE)
-        self._famrel = _LRU(REGEX_SIZE)
-        self._vocab = _LRU(REGEX_SIZE)
+        self._reviews = _LRU(ENTRY_SIZE)
+        self._famrel = _LRU(ENTRY_SIZE)
+        self._vocab = _LRU(ENTRY_SIZE)
         self._zd: bytes | None = None
         self._compile = None
 
@@ -191,6 +199,7 @@ class Catalog:
         return k
 
     def _entry(self, row) -> Entry:
+        import json
         n, comp, fn, blob, regex, specific, kind, level, category, event, auto, versions, n_rel, hand = row
         comp = self._word(comp)
         name, rcat, revent, meaning, action, renames = self._review(fn)
@@ -230,7 +239,9 @@ class Catalog:
             auto=bool(auto) and not (rcat or revent), versions=vs, n_releases=n_rel,
             origin="hand" if hand is not None else "extracted", name=name, meaning=meaning, action=action,
             renames=json.loads(renames) if renames else {}, module=module, function=function,
-            family_releases=self._family_releases(fn, comp) if hand is None else 0)
+            family_releases=self._family_releases(fn, comp) if hand is None else 0,
+            needles=needles(template) if template else (),
+            max_score=literal_chars(template, spaces=False) if template else len(regex))
 
     def _entries_for(self, ns: list[int]) -> list[Entry]:
         out, missing = [], []
@@ -304,6 +315,7 @@ class Catalog:
         return [by_n[n] for n in ns if n in by_n]
 
     def meta(self) -> dict:
+        import json
         return {k: json.loads(v) for k, v in self.db.execute("SELECT key, value FROM meta")}
 
     def locations(self, entry: Entry) -> list[dict]:
@@ -351,7 +363,7 @@ class Catalog:
         if ns is None:
             q = ",".join("?" * len(keys))
             ns = [r[0] for r in self.db.execute(f"SELECT DISTINCT message FROM anchors WHERE key IN ({q})", keys)]
-            ns = sorted(ns)[:MAX_CANDIDATES]
+            ns = sorted(ns)[:MAX_CANDIDATES]          # bounded for hostile lines
             self._cand.put(keys, ns)
         return self._entries_for(ns) if ns else []
 
@@ -364,35 +376,51 @@ class Catalog:
             return None
         gd = m.groupdict()
         types = dict(e.fields)
-        captured = sum(len(v) for v in gd.values() if v)
         fields = {}
+        captured = 0
         for g, v in gd.items():
+            if v:
+                captured += _nonspace(v)
             fields[e.renames.get(g, g)] = _convert(v, types.get(g, "str"))
         span = m.span()
         return Match(id=e.id, family=e.family, name=e.name, template=e.template, fields=fields,
                      category=e.category, event=e.event, component=e.component,
                      module=e.module, function=e.function,
                      kind=e.kind, level=e.level, versions=e.versions, span=span,
-                     score=(span[1] - span[0]) - captured)
+                     score=_nonspace(m.group(0)) - captured)
+
+    def _scan(self, message: str, best_only: bool) -> tuple[Match, ...]:
+        cands = [e for e in self._candidates(message)
+                 if e.specific and all(p in message for p in e.needles)]
+        # most literal text first: once a match is found, no shorter template can beat it
+        cands.sort(key=lambda e: (-e.max_score, e.n))
+        out = []
+        best = -1
+        for e in cands:
+            if best_only and e.max_score < best:
+                break
+            m = self._try(e, message)
+            if m is not None:
+                out.append((m, e.family_releases))
+                best = max(best, m.score)
+        out.sort(key=lambda x: (-x[0].score, -x[1], x[0].id))
+        return tuple(m for m, _ in out)
 
     def match_all(self, message: str) -> list[Match]:
         """Every catalog message that matches, best first (most literal text matched, then the
         family seen in the most releases)."""
-        hit = self._memo.get(message)
-        if hit is not None:
-            return list(hit)
-        out = []
-        for e in self._candidates(message):
-            if not e.specific:
-                continue
-            m = self._try(e, message)
-            if m is not None:
-                out.append((m, e.family_releases))
-        out.sort(key=lambda x: (-x[0].score, -x[1], x[0].id))
-        result = tuple(m for m, _ in out)
-        self._memo.put(message, result)
-        return list(result)
+        hit = self._memo_all.get(message)
+        if hit is None:
+            hit = self._scan(message, best_only=False)
+            self._memo_all.put(message, hit)
+        return list(hit)
 
     def match(self, message: str) -> Match | None:
-        ms = self.match_all(message)
-        return ms[0] if ms else None
+        """The best match: the most literal characters matched; ties go to the family seen in
+        the most releases. Repeated lines are answered from a memo."""
+        hit = self._memo.get(message, 0)
+        if hit == 0:
+            ms = self._scan(message, best_only=True)
+            hit = ms[0] if ms else None
+            self._memo.put(message, hit)
+        return hit

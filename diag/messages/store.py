@@ -1,7 +1,6 @@
 """Where the catalog lives and how its columns are written (shared by the builder and the runtime)."""
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
@@ -56,6 +55,7 @@ def family_number(fid: str) -> int:
 
 
 def hand_number(hid: str, digits: int) -> int:
+    import hashlib
     return int(hashlib.sha1(("hand\0" + hid).encode()).hexdigest()[:digits], 16)
 
 
@@ -103,6 +103,7 @@ def toml_sources() -> list[Path]:
 
 def toml_sources_hash() -> str:
     """The hash of the hand lists and reviews that the shipped file was merged from."""
+    import hashlib
     h = hashlib.sha256()
     for p in toml_sources():
         h.update(f"{p.parent.name}/{p.name}\0".encode())

@@ -177,9 +177,13 @@ def render(template: str, values: dict[str, str] | None = None) -> str:
     return "".join(out)
 
 
-def literal_chars(template: str) -> int:
-    """Letters and digits of the literal text (how much of the message is fixed)."""
-    return sum(ch.isalnum() for seg in parse(template) if seg[0] == "lit" for ch in seg[1])
+def literal_chars(template: str, spaces: bool | None = None) -> int:
+    """How much of the message is fixed: letters and digits of the literal text, or with
+    spaces=False every literal character but whitespace."""
+    lits = (seg[1] for seg in parse(template) if seg[0] == "lit")
+    if spaces is None:
+        return sum(ch.isalnum() for t in lits for ch in t)
+    return sum(not ch.isspace() for t in lits for ch in t)
 
 
 def closed_tokens(template: str, first_line_only: bool = True) -> list[list[str]]:
@@ -244,3 +248,14 @@ def normalize(template: str) -> str:
         else:
             out.append("{}")
     return _WS.sub(" ", "".join(out)).strip()
+
+
+def needles(template: str, k: int = 12) -> tuple[str, ...]:
+    """The k longest pieces of literal text without whitespace (3+ characters) on the template's
+    first line: every rendering holds each of them verbatim (a cheap `in` test before the regex)."""
+    pieces: list[str] = []
+    for seg in _lines(parse(template))[0]:
+        if seg[0] == "lit":
+            pieces.extend(p for p in seg[1].split() if len(p) >= 3)
+    pieces.sort(key=lambda p: (-len(p), p))
+    return tuple(pieces[:k])
