@@ -23,6 +23,7 @@ from .template import line_keys, literal_chars, needles, to_regex
 __all__ = ["Catalog", "Match", "Entry", "CatalogError"]
 
 MEMO_SIZE = 8192            # distinct message texts remembered (a repeated line costs one match)
+MEMO_MAX_LEN = 2048         # longer texts are matched each time (the memo stays bounded in bytes)
 CAND_SIZE = 8192            # distinct word sets remembered (lines that differ only in numbers)
 REGEX_SIZE = 512            # compiled regexes kept (RE2 keeps up to ~50 KB of DFA cache per pattern in use)
 ENTRY_SIZE = 4096           # catalog rows kept
@@ -412,7 +413,8 @@ class Catalog:
         hit = self._memo_all.get(message)
         if hit is None:
             hit = self._scan(message, best_only=False)
-            self._memo_all.put(message, hit)
+            if len(message) <= MEMO_MAX_LEN:
+                self._memo_all.put(message, hit)
         return list(hit)
 
     def match(self, message: str) -> Match | None:
@@ -422,5 +424,6 @@ class Catalog:
         if hit == 0:
             ms = self._scan(message, best_only=True)
             hit = ms[0] if ms else None
-            self._memo.put(message, hit)
+            if len(message) <= MEMO_MAX_LEN:
+                self._memo.put(message, hit)
         return hit
