@@ -283,7 +283,12 @@ def scan_sglang(corpus: Corpus, cache: Path, jobs: int, limit: list[str] | None,
     if offline:
         found = sorted({p.name.split("-")[1] if p.suffix == ".whl" else p.name[len("sglang-"):-len(".tar.gz")]
                         for p in list(dl.glob("sglang-*.whl")) + list(dl.glob("sglang-*.tar.gz"))}, key=vkey)
-        releases = [(v, "") for v in found]
+        known = {}
+        if CATALOG_PATH.exists():        # upload dates from the shipped catalog (PyPI is not asked)
+            db = sqlite3.connect(f"file:{CATALOG_PATH}?mode=ro", uri=True)
+            known = dict(db.execute("SELECT version, date FROM releases WHERE component = 'sglang'"))
+            db.close()
+        releases = [(v, known.get(v, "")) for v in found]
     else:
         releases = list_releases()
     if limit:
@@ -410,6 +415,11 @@ def build_messages(corpus: Corpus) -> list[dict]:
     return msgs
 
 
+def oldest_location(m: dict) -> dict:
+    """The place that printed a message first (a new release never changes it)."""
+    return min(m["locations"], key=lambda loc: (min(loc["rel"]), loc["module"], loc["function"], loc["kind"], loc["level"]))
+
+
 def group_families(corpus: Corpus, msgs: list[dict]) -> None:
     """Union messages into families (see the README): same normalized text; same statement;
     changed wording in the same function (or a same-named one after a move), never printed
@@ -420,8 +430,8 @@ def group_families(corpus: Corpus, msgs: list[dict]) -> None:
     for i, m in enumerate(msgs):
         if m["specific"]:
             key = (m["component"], m["norm"])
-        else:   # too generic to tie locations together: one family per place
-            loc = m["locations"][0]
+        else:   # too generic to tie locations together: one family per place (its oldest)
+            loc = oldest_location(m)
             key = (m["component"], m["norm"], loc["module"], loc["function"])
         if key in by_norm:
             uf.union(by_norm[key], i)
@@ -501,7 +511,7 @@ def group_families(corpus: Corpus, msgs: list[dict]) -> None:
         m0 = msgs[oldest]
         seed = m0["component"] + "\0" + m0["norm"]
         if not m0["specific"]:
-            loc = m0["locations"][0]
+            loc = oldest_location(m0)
             seed += "\0" + loc["module"] + "\0" + loc["function"]
         prefix = FAMILY_PREFIX[m0["component"]]
         fid, n = f"{prefix}-{_hex(seed, 8)}", 1

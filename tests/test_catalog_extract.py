@@ -191,3 +191,37 @@ def test_unknown_message_is_a_bare_placeholder():
 
 def test_unparsable_source_gives_nothing():
     assert extract("def (:\n", "sglang.x") == []
+
+
+# -- families (the builder's grouping, on a small corpus) ------------------------------------------
+
+def _families(releases: list[list[tuple[str, str, str]]]) -> dict[str, str]:
+    """releases: per release, (module, function, template) raised there -> {template: family id}."""
+    import build_catalog as B
+    corpus = B.Corpus()
+    for idx, msgs in enumerate(releases):
+        for k, (module, func, t) in enumerate(msgs):
+            corpus.add_file("sglang", idx, module, f"{module}:{idx}",
+                            [{"t": t, "kind": "raise", "level": "ValueError", "func": func, "names": [], "site": f"{k}:0"}])
+    msgs = B.build_messages(corpus)
+    B.group_families(corpus, msgs)
+    return {m["template"]: m["family"] for m in msgs}
+
+
+OLD = ("sglang.srt.server_args", "ServerArgs._handle_mamba", "mamba extra_buffer is not supported for {arch} model")
+MOVED = ("sglang.srt.arg_groups.mamba_hook", "_handle_mamba", "mamba extra_buffer is not supported for {arch} model yet.")
+OTHER = ("sglang.srt.server_args", "ServerArgs._handle_mamba", "mamba no_buffer does not support page_size {p:int} here")
+
+
+def test_family_survives_a_move_plus_a_rewording_and_keeps_the_oldest_id():
+    two = _families([[OLD, OTHER], [OLD, OTHER]])
+    three = _families([[OLD, OTHER], [OLD, OTHER], [MOVED, OTHER]])
+    assert three[MOVED[2]] == three[OLD[2]] == two[OLD[2]]          # joined, and the id did not change
+    assert three[OTHER[2]] == two[OTHER[2]] != three[OLD[2]]        # side by side in one release: apart
+
+
+def test_similar_messages_printed_side_by_side_stay_apart():
+    a = ("m", "f", "--foo must be a positive integer, got {x}")
+    b = ("m", "f", "--bar must be a positive integer, got {x}")
+    fams = _families([[a, b], [a, b]])
+    assert fams[a[2]] != fams[b[2]]

@@ -9,14 +9,14 @@ from __future__ import annotations
 import re
 
 # type -> RE2 sub-pattern of the value (README table)
-_NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
+_NUM = r"-?(?:\d+(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+)?"
 _UNIT = r"(?:bytes|KiB|MiB|GiB|TiB|KB|MB|GB|TB|B)"
 TYPES = {
     "str": r".*?",
     "int": r"-?\d+",
     "float": _NUM,
     "num": _NUM,
-    "size": _NUM + r" ?" + _UNIT,
+    "size": r"\d+(?:\.\d+)?\s?" + _UNIT + r"\b",
     "word": r"\S+",
     "ident": r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*",
     "hex": r"0[xX][0-9a-fA-F]+",
