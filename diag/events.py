@@ -14,6 +14,7 @@ class Event:
     ts: str | None = None
     data: dict = field(default_factory=dict)
     end_line: int | None = None
+    msg: object = None   # the catalog's Match for this line's message (diag.messages), or None
 
 
 KINDS = {
@@ -34,6 +35,7 @@ KINDS = {
     "version": "a line naming a component version",
     "nohup": "nohup's own message",
     "smi": "an nvidia-smi output inside the input",
+    "message": "a line the message catalog knows (its event kind is msg.event), not otherwise typed",
 }
 
 

@@ -29,3 +29,8 @@ def test_case(rule, case, tmp_path):
 def test_every_rule_has_a_top_case():
     missing = [r.id for r in registry().rules if not any(c.expect == "top" for c in r.cases)]
     assert not missing
+
+
+def test_registry_checks_message_names_against_the_catalog():
+    from diag.rules.registry import load
+    load(check_messages=True)

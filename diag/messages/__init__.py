@@ -427,3 +427,24 @@ class Catalog:
             if len(message) <= MEMO_MAX_LEN:
                 self._memo.put(message, hit)
         return hit
+
+
+def known_name(name: str) -> bool:
+    """Whether a rule may name this message: a review name, a family or message id, a hand entry's
+    id, or 'prefix.*' covering any of them (or a component)."""
+    cat = Catalog.open()
+    db = cat.db
+    if name.endswith(".*"):
+        prefix = name[:-1]
+        if db.execute("SELECT 1 FROM reviews WHERE name LIKE ? LIMIT 1", (prefix.replace("_", "\\_") + "%",)).fetchone():
+            return True
+        comp = name[:-2]
+        return any(cat.releases(comp)) or bool(db.execute(
+            "SELECT 1 FROM messages WHERE hand LIKE ? LIMIT 1", (f'%"id": "{prefix}%',)).fetchone())
+    if db.execute("SELECT 1 FROM reviews WHERE name = ? LIMIT 1", (name,)).fetchone():
+        return True
+    if cat.family(name):
+        return True
+    if cat.get(name) is not None:
+        return True
+    return bool(db.execute("SELECT 1 FROM messages WHERE hand LIKE ? LIMIT 1", (f'%"id": "{name}"%',)).fetchone())

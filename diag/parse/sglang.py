@@ -200,6 +200,7 @@ class LogParser:
         self._pyspy: Event | None = None
         self._usage: Event | None = None   # an argparse usage block lists the flags that release accepts
         self._batch_rank: str | None = None
+        self._catalog = _catalog()
 
     # -- public ------------------------------------------------------------------
     def feed(self, lineno: int, text: str) -> str:
@@ -352,7 +353,24 @@ class LogParser:
                 self._pyspy.end_line = lineno
                 return "event"
             self._pyspy = None
-        return self._message(lineno, text, ts, rank, msg, stripped)
+        n_events = len(self.events)
+        cls = self._message(lineno, text, ts, rank, msg, stripped)
+        m = self._match(stripped)
+        if m is not None:
+            if len(self.events) > n_events:
+                for ev in self.events[n_events:]:
+                    if ev.msg is None:
+                        ev.msg = m
+            elif m.event not in QUIET_EVENTS:
+                self._event("message", lineno, text, ts, rank, message=stripped).msg = m
+                return "event"
+        return cls
+
+    def _match(self, text: str):
+        """The catalog's match for a message (None when the catalog is missing or knows nothing)."""
+        if self._catalog is None or not text or len(text) < 8:
+            return None
+        return self._catalog.match(text[:4000])
 
     def _message(self, lineno, text, ts, rank, msg, stripped) -> str:
         e = self._event
@@ -515,6 +533,7 @@ class LogParser:
             self._tb = None
         self._tb_chain_next = False
         ev.end_line = lineno
+        ev.msg = self._match(message) or self._match(f"{exc_type}: {message}")
         self._exc = ev
         if is_oom_text(exc_type + ": " + message):
             self._oom_from(ev)
@@ -532,6 +551,11 @@ class LogParser:
         if ev is None:
             return
         self._exc = None
+        if "\n" in (ev.data.get("message") or ""):   # a message over several lines: match it as one sentence
+            joined = " ".join(part.strip() for part in ev.data["message"].splitlines() if part.strip())
+            better = self._match(joined)
+            if better is not None and (ev.msg is None or better.score > ev.msg.score):
+                ev.msg = better
         oom = ev.data.get("oom_event")
         if oom is not None:  # numbers may have arrived on continuation lines
             nums = parse_oom_numbers(ev.data["message"])
@@ -550,6 +574,18 @@ class LogParser:
         self._event("exception", tb.start, first, tb.ts, tb.rank, type=None, message="", frames=list(tb.frames),
                     tb_start=tb.start, partial_head=tb.partial_head, partial_tail=True, has_traceback=True,
                     chained=tb.chained, header=tb.header_text)
+
+
+# catalog event kinds that do not make an event of their own (the parser's milestones cover start-up)
+QUIET_EVENTS = ("info", "milestone")
+
+
+def _catalog():
+    try:
+        from ..messages import Catalog
+        return Catalog.open()
+    except Exception:  # no catalog (a broken install): the parser still types what it knows
+        return None
 
 
 def _f(v: str | None) -> float:
