@@ -599,8 +599,12 @@ FACT_PATHS: dict[str, tuple[str, object]] = {
     "http.count": ("HTTP access lines", lambda f: f.http.get("count")),
     "http.errors": ("HTTP lines with an error status", lambda f: f.http.get("errors")),
     "fragment": ("why the input looks like a piece of a longer log", lambda f: f.fragment),
+    # -- config facts (rules/config) --
+    # -- env facts (rules/env) --
+    # -- runtime facts (rules/runtime, rules/oom message rules) --
 }
 FACT_PREFIXES: dict[str, str] = {
+    "events.": "the events of a kind (events.nohup), to quote as evidence",
     "readings.": "a memory figure the log printed (pre_load_free_gib, weights_gib, kv_tokens, ...)",
     "flag.": "a launch flag's value, by its name in the newest catalog (flag.--tp-size)",
     "env.": "an environment variable the launch command or the log shows",
@@ -622,4 +626,6 @@ def lookup(f: Facts, path: str):
         return f.flag(path[len("flag."):])
     if path.startswith("env."):
         return f.env.get(path[len("env."):])
+    if path.startswith("events."):
+        return [e for e in f.events if e.kind == path[len("events."):]] or None
     raise KeyError(path)

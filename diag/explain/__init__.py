@@ -51,9 +51,13 @@ class Explainer:
         return any(fnmatch.fnmatchcase(name, p) for p in self.provides)
 
 
+MODULES = ("memory",)        # one explainer per module of this package, by name
+
+
 def _registry() -> dict[str, Explainer]:
-    from . import memory
-    return {e.name: e for e in (memory.EXPLAINER,)}
+    import importlib
+    found = [importlib.import_module(f".{name}", __name__).EXPLAINER for name in MODULES]
+    return {e.name: e for e in found}
 
 
 _EXPLAINERS: dict[str, Explainer] | None = None
