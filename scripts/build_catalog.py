@@ -698,7 +698,8 @@ def write_catalog(path: Path, releases: dict, msgs: list[dict], meta: dict,
                 int(spec), V("hand"), V(e.get("severity") or "error"), V(e.get("category")), V(e["event"]), 0, "", 0,
                 json.dumps(extra, sort_keys=True)))
             if spec:
-                cand.append((n, tmpl if tmpl else _regex_literal(e["regex"]), e))
+                pseudo = [tmpl] if tmpl else _regex_literals(e["regex"])
+                cand += [((n, k), t, e) for k, t in enumerate(pseudo)]
             continue
         auto = int(m["family"] not in reviews)
         db.execute("INSERT INTO messages VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", (
@@ -709,25 +710,30 @@ def write_catalog(path: Path, releases: dict, msgs: list[dict], meta: dict,
                 n, V(loc["module"]), V(loc["function"]), V(loc["kind"]), V(loc["level"]), rangestr(loc["rel"]),
                 ",".join(str(V(x)) for x in loc["names"])))
         if m["specific"]:
-            cand.append((n, m["template"], None))
+            cand.append(((n, 0), m["template"], None))
 
-    # the pre-filter: one anchor key per matchable message
-    anchors = choose_anchors([(n, t) for n, t, _ in cand])
-    for n in sorted(anchors):
-        db.execute("INSERT INTO anchors VALUES (?,?)", (anchors[n], n))
-    for n, _, e in cand:
-        if n in anchors:
+    # the pre-filter: one anchor key per matchable message (per top-level alternative of a regex)
+    anchors = choose_anchors([(i, t) for i, t, _ in cand])
+    for i in sorted(anchors):
+        db.execute("INSERT OR IGNORE INTO anchors VALUES (?,?)", (anchors[i], i[0]))
+    found = {i[0] for i in anchors}
+    unfindable = 0                                # regex alternatives with no word to find them by
+    for i, _, e in cand:
+        if i in anchors:
             continue
         if e is not None:
+            if i[0] in found:                     # other alternatives of the regex are anchored
+                unfindable += 1
+                continue
             sys.exit(f"data/hand/{e['file']}: {e['id']}: no literal word to find it by (a word of 3+ letters "
                      "between spaces or punctuation); add one or set specific = false")
-        db.execute("UPDATE messages SET specific = 0 WHERE n = ?", (n,))
+        db.execute("UPDATE messages SET specific = 0 WHERE n = ?", (i[0],))
     for text, n in sorted(V.ids.items(), key=lambda x: x[1]):
         db.execute("INSERT INTO vocab VALUES (?,?)", (n, text))
 
     # counts
     counts = {"components": {}}
-    unanchored = {n for n, _, e in cand if n not in anchors}
+    unanchored = {i[0] for i, _, e in cand if i not in anchors}
     spec_of = {id(m): m["specific"] and n not in unanchored for n, m in rows if "file" not in m}
     for comp in sorted(releases):
         ms = [m for m in msgs if m["component"] == comp]
@@ -747,6 +753,7 @@ def write_catalog(path: Path, releases: dict, msgs: list[dict], meta: dict,
             "per_release": {rels[i]["version"]: per_rel[i] for i in range(len(rels)) if rels[i]["status"] == "scanned"},
         }
     counts["hand_messages"] = len(hand)
+    counts["hand_unanchored_alternatives"] = unfindable
     counts["reviewed_families"] = len(reviews)
     counts["anchors"] = len(anchors)
     meta = dict(meta)
@@ -761,27 +768,57 @@ def write_catalog(path: Path, releases: dict, msgs: list[dict], meta: dict,
     return counts
 
 
-def _regex_literal(rx: str) -> str:
-    """A pseudo-template of a hand-written regex's plain literal runs, for its anchor: runs of
-    letters, digits, spaces and escaped punctuation, cut at every other regex character (the words
-    at the cut are left out by closed_tokens, since a quantifier or class may follow or precede)."""
-    runs, cur, i = [], [], 0
-    while i < len(rx):
-        c = rx[i]
-        if c == "\\" and i + 1 < len(rx) and not rx[i + 1].isalnum():
-            cur.append(rx[i + 1])
-            i += 2
-            continue
-        if c.isalnum() or c in " _:,;=/'\"<>@#%&!~-":
-            cur.append(c)
-            i += 1
-            continue
-        runs.append("".join(cur))
-        cur = []
-        i += 2 if c == "\\" else 1
-    runs.append("".join(cur))
-    return "{x}" + "{x}".join(T.escape(r) for r in runs) + "{x}"
+def _regex_literals(rx: str, cap: int = 64) -> list[str]:
+    """Pseudo-templates of a hand-written regex for its anchors, one per alternative (the
+    alternations in required positions are expanded, up to `cap` alternatives): the literal text
+    every match of that alternative contains, with a cut ({x}) wherever the regex has anything
+    else (a class, a repeat, an optional part, a case-insensitive group, an alternation past the
+    cap). A word at a cut is left out by closed_tokens, since the text there depends on the
+    match; \\b, ^ and $ bound a word as punctuation does. The regex is parsed (Python's parser
+    reads the RE2 subset the hand lists use), so group names are never taken for literal text."""
+    import re._parser as P
+    from re._constants import (AT, AT_BEGINNING, AT_BEGINNING_STRING, AT_BOUNDARY, AT_END, AT_END_STRING,
+                               BRANCH, CATEGORY, CATEGORY_SPACE, IN, LITERAL, MAX_REPEAT, MIN_REPEAT,
+                               SUBPATTERN)
+    bound = {AT_BEGINNING, AT_BEGINNING_STRING, AT_BOUNDARY, AT_END, AT_END_STRING}
 
+    def space(seq) -> bool:
+        seq = list(seq)
+        return len(seq) == 1 and (seq[0] == (LITERAL, 32) or seq[0] == (IN, [(CATEGORY, CATEGORY_SPACE)]))
+
+    def join(left, right):
+        return [a[:-1] + [a[-1] + b[0]] + b[1:] for a in left for b in right]
+
+    def alts(seq) -> list[list[str]]:
+        res = [[""]]
+        for op, av in seq:
+            sub = None
+            if op is LITERAL:
+                sub = [[chr(av)]]
+            elif op is AT and av in bound:
+                sub = [[" "]]                     # a boundary: a word starts or ends here
+            elif op is SUBPATTERN and not (av[1] & re.IGNORECASE):
+                sub = alts(av[3])
+            elif op in (MAX_REPEAT, MIN_REPEAT) and av[0] >= 1 and space(av[2]):
+                sub = [[" "]]                     # \\s+ or ' +': whitespace, so a word bound
+            elif op in (MAX_REPEAT, MIN_REPEAT) and av[0] >= 1:
+                sub = alts(av[2])
+                if not av[0] == av[1] == 1:
+                    sub = [[""] + a + [""] for a in sub]
+            elif op is BRANCH:
+                sub = [a for branch in av[1] for a in alts(branch)]
+            if sub is None or len(res) * len(sub) > cap:
+                sub = [["", ""]]                  # a cut
+            res = join(res, sub)
+        return res
+
+    try:
+        tree = P.parse(rx)
+    except re.error:                              # syntax Python's parser does not read: no anchor
+        return ["{x}"]
+    if tree.state.flags & re.IGNORECASE:
+        return ["{x}"]
+    return ["{x}" + "{x}".join(T.escape(r) for r in a) + "{x}" for a in alts(list(tree))]
 
 def read_back(path: Path) -> tuple[dict, list[dict], dict]:
     """The extracted part of a shipped catalog, for --hand-only."""
