@@ -42,3 +42,10 @@ catalog: setup
 # the full rebuild from every SGLang release on PyPI (downloads into ~/.cache/diag-build, ~0.5 GB)
 catalog-full: setup
 	$(BIN)/python scripts/build_catalog.py --full
+
+# mutation testing of the code that decides fix values and directions (mutmut; minutes)
+mutate: setup
+	$(BIN)/pip install -q mutmut
+	rm -rf mutants
+	$(BIN)/mutmut run --max-children 2 || true
+	$(BIN)/python scripts/mutants_report.py
