@@ -1,0 +1,185 @@
+"""Regular expressions for log text, in time linear in the line whatever the line holds.
+
+Every pattern diag applies to input text is compiled here:
+
+    TOKEN = rx.compile(r"\\bhf_[A-Za-z0-9]{20,}")                      # RE2: linear by construction
+    HOST = rx.compile(r"(?<![\\w.-])node\\d+", backtrack="lookbehind")  # `regex`, with a timeout
+
+By default the pattern goes to RE2 (the maintained `google-re2` binding): an automaton, so
+the time is linear in the text for every pattern it accepts, and it accepts everything that
+needs no backreference and no lookaround. The few patterns that need a lookaround say why
+(``backtrack=``); they are compiled by the `regex` module and every call carries a timeout
+(`TIMEOUT` seconds), after which ``rx.Timeout`` is raised for the caller to handle (a
+redaction that cannot finish redacts the whole text). `PATTERNS` lists every pattern
+compiled here with its engine, for the linear-time test (tests/test_linear.py) and for
+review. RE2 is imported on first use, so commands that never read a log do not pay for it.
+
+RE2 differs from `re` in small ways that matter here: ``\\w``, ``\\d``, ``\\s`` and ``\\b``
+are ASCII; ``$`` matches only at the very end (lines carry no newline); no ``\\Z`` (use
+``$`` or ``\\z``). Match objects are RE2's: ``m.start(name)`` takes a group number, so use
+``span_of(m, name)``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+TIMEOUT = 0.25  # seconds, per call, for the backtracking patterns (a real line takes microseconds)
+
+IGNORECASE = 2   # the values of re.IGNORECASE / re.MULTILINE / re.DOTALL
+MULTILINE = 8
+DOTALL = 16
+
+
+class Timeout(Exception):
+    """A backtracking pattern ran past its timeout on this text."""
+
+
+@dataclass(frozen=True)
+class Registered:
+    pattern: str
+    flags: int
+    engine: str          # "re2" | "regex"
+    reason: str | None   # why a backtracking engine is needed
+    where: str           # the module that compiled it
+
+
+PATTERNS: list[Registered] = []
+_re2 = None
+
+
+def _engine():
+    global _re2
+    if _re2 is None:
+        import re2 as _module
+        _re2 = _module
+    return _re2
+
+
+def _prefix(flags: int) -> str:
+    inline = "".join(c for bit, c in ((IGNORECASE, "i"), (MULTILINE, "m"), (DOTALL, "s")) if flags & bit)
+    return f"(?{inline})" if inline else ""
+
+
+class _Lazy:
+    """A pattern compiled on first use (module import stays cheap)."""
+
+    __slots__ = ("pattern", "flags", "_compiled")
+
+    def __init__(self, pattern: str, flags: int) -> None:
+        self.pattern, self.flags, self._compiled = pattern, flags, None
+
+    def _get(self):
+        if self._compiled is None:
+            self._compiled = _engine().compile(_prefix(self.flags) + self.pattern)
+        return self._compiled
+
+    @property
+    def groupindex(self):
+        return self._get().groupindex
+
+    def search(self, text, pos=0, endpos=None):
+        return self._get().search(text, pos, len(text) if endpos is None else endpos)
+
+    def match(self, text, pos=0, endpos=None):
+        return self._get().match(text, pos, len(text) if endpos is None else endpos)
+
+    def fullmatch(self, text, pos=0, endpos=None):
+        return self._get().fullmatch(text, pos, len(text) if endpos is None else endpos)
+
+    def finditer(self, text, pos=0, endpos=None):
+        return self._get().finditer(text, pos, len(text) if endpos is None else endpos)
+
+    def findall(self, text, pos=0, endpos=None):
+        return self._get().findall(text, pos, len(text) if endpos is None else endpos)
+
+    def sub(self, repl, text, count=0):
+        return self._get().sub(repl, text, count)
+
+    def subn(self, repl, text, count=0):
+        return self._get().subn(repl, text, count)
+
+    def split(self, text, maxsplit=0):
+        return self._get().split(text, maxsplit)
+
+    def __repr__(self) -> str:
+        return f"rx.compile({self.pattern!r})"
+
+
+class _Bounded:
+    """A `regex` pattern whose every call carries the timeout."""
+
+    __slots__ = ("pattern", "flags", "_compiled")
+
+    def __init__(self, pattern: str, flags: int) -> None:
+        self.pattern, self.flags, self._compiled = pattern, flags, None
+
+    def _get(self):
+        if self._compiled is None:
+            import regex
+            self._compiled = regex.compile(_prefix(self.flags) + self.pattern, regex.VERSION0)
+        return self._compiled
+
+    @property
+    def groupindex(self):
+        return self._get().groupindex
+
+    def _call(self, name, *args, **kw):
+        try:
+            return getattr(self._get(), name)(*args, timeout=TIMEOUT, **kw)
+        except TimeoutError:
+            raise Timeout(self.pattern) from None
+
+    def search(self, text, pos=0, endpos=None):
+        return self._call("search", text, pos, endpos)
+
+    def match(self, text, pos=0, endpos=None):
+        return self._call("match", text, pos, endpos)
+
+    def fullmatch(self, text, pos=0, endpos=None):
+        return self._call("fullmatch", text, pos, endpos)
+
+    def finditer(self, text, pos=0, endpos=None):
+        return self._finditer(text, pos, endpos)
+
+    def _finditer(self, text, pos, endpos):
+        try:
+            yield from self._get().finditer(text, pos, endpos, timeout=TIMEOUT)
+        except TimeoutError:
+            raise Timeout(self.pattern) from None
+
+    def findall(self, text, pos=0, endpos=None):
+        return self._call("findall", text, pos, endpos)
+
+    def sub(self, repl, text, count=0):
+        return self._call("sub", repl, text, count)
+
+    def subn(self, repl, text, count=0):
+        return self._call("subn", repl, text, count)
+
+    def split(self, text, maxsplit=0):
+        return self._call("split", text, maxsplit)
+
+    def __repr__(self) -> str:
+        return f"rx.compile({self.pattern!r}, backtrack=...)"
+
+
+def compile(pattern: str, flags: int = 0, *, backtrack: str | None = None):  # noqa: A001 - mirrors re.compile
+    """A pattern for log text: RE2 unless `backtrack` says why it needs lookaround."""
+    import sys
+    frame = sys._getframe(1)
+    where = frame.f_globals.get("__name__", "?")
+    PATTERNS.append(Registered(pattern, flags, "regex" if backtrack else "re2", backtrack, where))
+    return _Bounded(pattern, flags) if backtrack else _Lazy(pattern, flags)
+
+
+def escape(text: str) -> str:
+    """re.escape, for building RE2 patterns from literals."""
+    import re
+    return re.escape(text)
+
+
+def span_of(m, group) -> tuple[int, int]:
+    """m.span(group) for a group name or number, on RE2 and `regex` matches alike."""
+    if isinstance(group, str):
+        group = m.re.groupindex[group]
+    return m.span(group)
