@@ -11,6 +11,7 @@ import math
 import re
 
 from .. import flags as F
+from ..numbers import to_float
 from .. import phase as P
 from ..rules_v1 import Context
 
@@ -196,10 +197,8 @@ def _add_options(ctx: Context, options, start: int = 1) -> None:
 
 
 def _int(v) -> int | None:
-    try:
-        return int(float(v))
-    except (TypeError, ValueError):
-        return None
+    f = to_float(v)
+    return None if f is None else int(f)
 
 
 def _current_mfs(ctx: Context, b) -> float | None:
