@@ -14,6 +14,8 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from itertools import accumulate
 
+from ..numbers import to_float, to_int
+
 
 @dataclass
 class SmiGpu:
@@ -117,17 +119,17 @@ _BUS = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]"
 
 def _mib(text: str | None) -> int | None:
     m = _MIB_RE.fullmatch(text.strip()) if text else None
-    return int(m[1]) if m else None
+    return to_int(m[1]) if m else None
 
 
 def _int(text: str | None) -> int | None:
     text = (text or "").strip()
-    return int(text) if text.isdigit() else None
+    return to_int(text) if text.isdigit() else None
 
 
 def _pct(text: str | None) -> float | None:
     m = _PCT_RE.fullmatch(text.strip()) if text else None
-    return float(m[1]) if m else None
+    return to_float(m[1]) if m else None
 
 
 def _text(text: str | None) -> str | None:
@@ -264,10 +266,10 @@ def _parse_table(lines: list[str], start_line: int) -> SmiSnapshot | None:
             i += used
             continue
         elif len(cells) >= 4 and (m := _MIG_ROW_RE.fullmatch(cells[0])) and (mem := _MEM_CELL_RE.search(cells[1])):
-            snap.mig_devices.append({"gpu": int(m[1]), "gi": int(m[2]), "ci": int(m[3]), "mig_dev": int(m[4]),
-                                     "memory_used_mib": int(mem[1]), "memory_total_mib": int(mem[2])})
+            snap.mig_devices.append({"gpu": to_int(m[1]), "gi": to_int(m[2]), "ci": to_int(m[3]), "mig_dev": to_int(m[4]),
+                                     "memory_used_mib": to_int(mem[1]), "memory_total_mib": to_int(mem[2])})
         elif len(cells) == 1 and (m := _PROC_ROW_RE.fullmatch(cells[0])):
-            proc = SmiProcess(int(m[1]), int(m[4]), m[6] or "", None, type=m[5],
+            proc = SmiProcess(to_int(m[1]), to_int(m[4]), m[6] or "", None, type=m[5],
                               gi=_int(m[2]), ci=_int(m[3]), line=lineno)
             _used(proc, m[7])
             snap.processes.append(proc)
@@ -291,7 +293,7 @@ def _table_gpu(lines: list[str], i: int, start_line: int) -> tuple[SmiGpu, str, 
     """One GPU row (2 lines before driver 450, 3 after). Returns the GPU, its MIG mode, lines used."""
     c1 = _cells(lines[i])
     m = _NAME_CELL_RE.fullmatch(c1[0])
-    index, name, persist = (int(m[1]), m[2], m[3]) if m else (None, c1[0].strip() or None, "")
+    index, name, persist = (to_int(m[1]), m[2], m[3]) if m else (None, c1[0].strip() or None, "")
     bus = _BUS_CELL_RE.fullmatch(c1[1].strip())
     gpu = SmiGpu(index, name, None, None, bus_id=bus[1], line=start_line + i)
     bad = [label for label, v in (("name", name), ("persistence", persist), ("display", bus[2]),
@@ -303,7 +305,7 @@ def _table_gpu(lines: list[str], i: int, start_line: int) -> tuple[SmiGpu, str, 
     if c2 is not None and len(c2) == 3 and not _BUS_CELL_RE.fullmatch(c2[1].strip()):
         used = 2
         if mem := _MEM_CELL_RE.search(c2[1]):
-            gpu.memory_used_mib, gpu.memory_total_mib = int(mem[1]), int(mem[2])
+            gpu.memory_used_mib, gpu.memory_total_mib = to_int(mem[1]), to_int(mem[2])
         if fan := _FAN_CELL_RE.fullmatch(c2[0]):
             bad += [n for n, v in zip(("fan", "temp", "perf", "power", "power cap"), fan.groups()) if v == "ERR!"]
         elif "ERR!" in c2[0]:
