@@ -163,12 +163,14 @@ class _Bounded:
         return f"rx.compile({self.pattern!r}, backtrack=...)"
 
 
-def compile(pattern: str, flags: int = 0, *, backtrack: str | None = None):  # noqa: A001 - mirrors re.compile
-    """A pattern for log text: RE2 unless `backtrack` says why it needs lookaround."""
-    import sys
-    frame = sys._getframe(1)
-    where = frame.f_globals.get("__name__", "?")
-    PATTERNS.append(Registered(pattern, flags, "regex" if backtrack else "re2", backtrack, where))
+def compile(pattern: str, flags: int = 0, *, backtrack: str | None = None, register: bool = True):  # noqa: A001
+    """A pattern for log text: RE2 unless `backtrack` says why it needs lookaround.
+
+    `register=False` is for patterns built at run time from literals (they are RE2 all the same)."""
+    if register:
+        import sys
+        where = sys._getframe(1).f_globals.get("__name__", "?")
+        PATTERNS.append(Registered(pattern, flags, "regex" if backtrack else "re2", backtrack, where))
     return _Bounded(pattern, flags) if backtrack else _Lazy(pattern, flags)
 
 
