@@ -12,73 +12,78 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from ..events import Event, Frame, Traceback
+from .. import rx
 from ..numbers import to_float, to_int
 
-# "[2025-01-06 02:58:11 TP0] msg", "[... .123 DP1 TP5 EP5] msg" (logs §1)
-PREFIX = re.compile(r"^\[(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)((?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP|CP)\d+)*)\]\s?")
-OLD_PREFIX = re.compile(r"^\[(?:gpu_id|gpu|rank|tp_rank)=(\d+)\]\s?")          # 0.2/0.3 era
-RAY_TAG = re.compile(r"^\[(TP\d+)\]\s")                                         # 0.5.23 Ray actor, before logging
-TORCH_RANK = re.compile(r"^\[rank(\d+)\]:\[([EWIF])\d+ [\d:.]+ [^\]]+\]\s?")   # c10 logging
-PY_LOGGING = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[,.]\d+ - (\w+) - ")   # python logging default
+RE_FIELDS = rx.compile(r"(\w+)=([\d.]+)")
+RE_KILLED_PREFIX = rx.compile(r"^(?:Killed|Aborted|Bus error|Segmentation fault)(?: \(core dumped\))?\s+")
+RE_SGLANG_SERVE = rx.compile(r"\bsglang serve\b")
 
-FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+), in (\S+)')
-PYSPY_FRAME = re.compile(r"^\s+(\w+) \(([^():]+\.py):(\d+)\)\s*$")
-EXC_LINE = re.compile(
+# "[2025-01-06 02:58:11 TP0] msg", "[... .123 DP1 TP5 EP5] msg" (logs §1)
+PREFIX = rx.compile(r"^\[(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)((?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP|CP)\d+)*)\]\s?")
+OLD_PREFIX = rx.compile(r"^\[(?:gpu_id|gpu|rank|tp_rank)=(\d+)\]\s?")          # 0.2/0.3 era
+RAY_TAG = rx.compile(r"^\[(TP\d+)\]\s")                                         # 0.5.23 Ray actor, before logging
+TORCH_RANK = rx.compile(r"^\[rank(\d+)\]:\[([EWIF])\d+ [\d:.]+ [^\]]+\]\s?")   # c10 logging
+PY_LOGGING = rx.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[,.]\d+ - (\w+) - ")   # python logging default
+
+FRAME = rx.compile(r'^\s*File "([^"]+)", line (\d+), in (\S+)')
+PYSPY_FRAME = rx.compile(r"^\s+(\w+) \(([^():]+\.py):(\d+)\)\s*$")
+EXC_LINE = rx.compile(
     r"^((?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Fault|Failure|Warning)|Exception|AssertionError|KeyboardInterrupt|StopIteration))"
     r"(?::\s?(.*))?$")
 # a line of Python source (shown unindented when a traceback was pasted without its indentation)
-CODE_LINE = re.compile(r"[:(\[{,=]$|^(?:if|elif|else|for|while|return|raise|with|def|class|try|except|finally|assert|import|from|"
+CODE_LINE = rx.compile(r"[:(\[{,=]$|^(?:if|elif|else|for|while|return|raise|with|def|class|try|except|finally|assert|import|from|"
                        r"yield|await|async|self\.|[a-z_][\w.]*\s*=[^=])")
 # lines printed by the shell or the interpreter itself, never part of an exception message
-STANDALONE = re.compile(r"^(?:Killed|Aborted|Bus error|Segmentation fault|Fatal Python error|nohup:|Exit code:|"
+STANDALONE = rx.compile(r"^(?:Killed|Aborted|Bus error|Segmentation fault|Fatal Python error|nohup:|Exit code:|"
                         r"已杀死|已殺死|Getötet|強制終了)")  # bash's 'Killed' in Chinese, German, Japanese locales
 CHAIN = ("During handling of the above exception", "The above exception was the direct cause")
 
 NUM = r"(\d+(?:\.\d+)?)"
-RE_LOAD_BEGIN = re.compile(r"Load weight begin\. avail mem=" + NUM + " GB")
-RE_LOAD_END = re.compile(r"Load weight end\.(?: elapsed=" + NUM + r" s,)? type=([\w.]+),(?: dtype=([\w.]+),)?(?: (quant=[^,]+(?:, (?:bits|quant_algo|fmt)=[^,]+)*),)? avail mem=" + NUM + r" GB(?:, mem usage=" + NUM + " GB)?")
-RE_DIST_END = re.compile(r"Init torch distributed ends\.(?: elapsed=" + NUM + r" s,)? mem usage=" + NUM + " GB")
-RE_BASELINE = re.compile(r"Memory baseline taken\. mem usage=" + NUM + " GB")
-RE_MAMBA = re.compile(r"Mamba Cache is allocated\. max_mamba_cache_size: (\d+), conv_state size: " + NUM + r"\s?GB, ssm_state size: " + NUM + r"\s?GB"
+RE_LOAD_BEGIN = rx.compile(r"Load weight begin\. avail mem=" + NUM + " GB")
+RE_LOAD_END = rx.compile(r"Load weight end\.(?: elapsed=" + NUM + r" s,)? type=([\w.]+),(?: dtype=([\w.]+),)?(?: (quant=[^,]+(?:, (?:bits|quant_algo|fmt)=[^,]+)*),)? avail mem=" + NUM + r" GB(?:, mem usage=" + NUM + " GB)?")
+RE_DIST_END = rx.compile(r"Init torch distributed ends\.(?: elapsed=" + NUM + r" s,)? mem usage=" + NUM + " GB")
+RE_BASELINE = rx.compile(r"Memory baseline taken\. mem usage=" + NUM + " GB")
+RE_MAMBA = rx.compile(r"Mamba Cache is allocated\. max_mamba_cache_size: (\d+), conv_state size: " + NUM + r"\s?GB, ssm_state size: " + NUM + r"\s?GB"
                       r"(?: intermediate_ssm_state_cache size: " + NUM + r"\s?GB intermediate_conv_window_cache size: " + NUM + r"\s?GB)?")
-RE_KV = re.compile(r"(?:(\w+) )?KV Cache (?:is allocated|VA upper bound)\.(?: dtype: ([\w.]+),)? #tokens: (\d+), (?:K size: " + NUM + r" GB, V size: " + NUM + r" GB|KV size: " + NUM + r" GB)")
-RE_SWA = re.compile(r"Use sliding window memory pool(?: \(all SWA\))?\.(?: full_layer_tokens=(\d+),)? swa_layer_tokens=(\d+)")
-RE_POOL_END = re.compile(r"Memory pool end\. avail mem=" + NUM + " GB")
-RE_GRAPH_BEGIN = re.compile(r"Capture (.*?)(?:cuda graph|CUDA graph|cpu graph|npu graph|graph)(?: begin)?\b.*?begin\..*?avail mem=" + NUM + " GB")
-RE_GRAPH_BEGIN_NOMEM = re.compile(r"Capture (.*?)(?:cuda|CUDA|cpu|npu) graph begin\.")
-RE_GRAPH_END = re.compile(r"Capture (.*?)(?:cuda|CUDA|cpu|npu) graph end\..*?(?:Time elapsed: |elapsed=)" + NUM + r" s[.,]?(?: mem usage=" + NUM + r" GB[.,] avail mem=" + NUM + " GB)?")
-RE_GRAPH_BS = re.compile(r"Capture cuda graph bs \[([\d, ]*)")
-RE_CAPACITY = re.compile(r"max_total_num_tokens=(\d+)")
-RE_KV_DTYPE = re.compile(r"Using KV cache dtype: ([\w.]+)")
-RE_HOST_POOL = re.compile(r"Allocating (?:(\w+) hierarchical KV host pool: (\d+) tokens, )?" + NUM + r" GB host memory")
-RE_KV_FULL = re.compile(r"KV cache pool is full\. Retract requests\. #retracted_reqs: (\d+)|Decode out of memory happened\. #retracted_reqs: (\d+)")
-RE_WATCHDOG = re.compile(r"[Ww]atchdog timeout \((?:self\.)?watchdog_timeout=([\d.]+)")
-RE_SIGQUIT = re.compile(r"Received sigquit from a child process|SIGQUIT received\.")
-RE_SCHED_DEAD = re.compile(r"Rank (\d+) scheduler is dead|Rank (\d+) scheduler died during initialization \(exit code: (-?\d+)\)")
-RE_EXIT_CODE = re.compile(r"^Exit code: (-?\d+)")
-RE_NCCL_VER = re.compile(r"sglang is using nccl==([\d.]+)|NCCL version ([\d.]+)")
-RE_ACCESS = re.compile(r'^(?:INFO:\s+)?[\d.:\[\]a-f]*:?\d* ?- "(?:GET|POST|PUT|DELETE|HEAD|OPTIONS) (\S+) HTTP/[\d.]+" (\d{3})')
-USAGE_FLAG = re.compile(r"\[(--[\w-]+)")
-RE_ARGPARSE = re.compile(r"^(?:[\w./-]+|sglang serve): error: (.+)$")
+RE_KV = rx.compile(r"(?:(\w+) )?KV Cache (?:is allocated|VA upper bound)\.(?: dtype: ([\w.]+),)? #tokens: (\d+), (?:K size: " + NUM + r" GB, V size: " + NUM + r" GB|KV size: " + NUM + r" GB)")
+RE_SWA = rx.compile(r"Use sliding window memory pool(?: \(all SWA\))?\.(?: full_layer_tokens=(\d+),)? swa_layer_tokens=(\d+)")
+RE_POOL_END = rx.compile(r"Memory pool end\. avail mem=" + NUM + " GB")
+RE_GRAPH_BEGIN = rx.compile(r"Capture (.*?)(?:cuda graph|CUDA graph|cpu graph|npu graph|graph)(?: begin)?\b.*?begin\..*?avail mem=" + NUM + " GB")
+RE_GRAPH_BEGIN_NOMEM = rx.compile(r"Capture (.*?)(?:cuda|CUDA|cpu|npu) graph begin\.")
+RE_GRAPH_END = rx.compile(r"Capture (.*?)(?:cuda|CUDA|cpu|npu) graph end\..*?(?:Time elapsed: |elapsed=)" + NUM + r" s[.,]?(?: mem usage=" + NUM + r" GB[.,] avail mem=" + NUM + " GB)?")
+RE_GRAPH_BS = rx.compile(r"Capture cuda graph bs \[([\d, ]*)")
+RE_CAPACITY = rx.compile(r"max_total_num_tokens=(\d+)")
+RE_KV_DTYPE = rx.compile(r"Using KV cache dtype: ([\w.]+)")
+RE_HOST_POOL = rx.compile(r"Allocating (?:(\w+) hierarchical KV host pool: (\d+) tokens, )?" + NUM + r" GB host memory")
+RE_KV_FULL = rx.compile(r"KV cache pool is full\. Retract requests\. #retracted_reqs: (\d+)|Decode out of memory happened\. #retracted_reqs: (\d+)")
+RE_WATCHDOG = rx.compile(r"[Ww]atchdog timeout \((?:self\.)?watchdog_timeout=([\d.]+)")
+RE_SIGQUIT = rx.compile(r"Received sigquit from a child process|SIGQUIT received\.")
+RE_SCHED_DEAD = rx.compile(r"Rank (\d+) scheduler is dead|Rank (\d+) scheduler died during initialization \(exit code: (-?\d+)\)")
+RE_EXIT_CODE = rx.compile(r"^Exit code: (-?\d+)")
+RE_NCCL_VER = rx.compile(r"sglang is using nccl==([\d.]+)|NCCL version ([\d.]+)")
+RE_ACCESS = rx.compile(r'^(?:INFO:\s+)?[\d.:\[\]a-f]*:?\d* ?- "(?:GET|POST|PUT|DELETE|HEAD|OPTIONS) (\S+) HTTP/[\d.]+" (\d{3})')
+USAGE_FLAG = rx.compile(r"\[(--[\w-]+)")
+RE_ARGPARSE = rx.compile(r"^(?:[\w./-]+|sglang serve): error: (.+)$")
 RE_READY = "The server is fired up and ready to roll!"
-RE_PROGRESS = re.compile(r"(?P<what>Loading (?:safetensors|pt|bin|npcache|gguf) checkpoint shards|Multi-thread loading shards|"
+RE_PROGRESS = rx.compile(r"(?P<what>Loading (?:safetensors|pt|bin|npcache|gguf) checkpoint shards|Multi-thread loading shards|"
                          r"Loading weights|Capturing batches)(?: \(bs=\d+ avail_mem=(?P<avail>[\d.]+) GB\))?:\s*\d+%")
-RE_UVICORN = re.compile(r"Uvicorn running on (\S+)")
+RE_UVICORN = rx.compile(r"Uvicorn running on (\S+)")
 
 # OOM numbers (PyTorch >= 2.1 wording, and the older parenthesised one)
 UNIT = {"B": 1 / 2**30, "bytes": 1 / 2**30, "KiB": 1 / 2**20, "MiB": 1 / 1024, "GiB": 1.0, "TiB": 1024.0}
 _Q = r"(\d+(?:\.\d+)?) (GiB|MiB|KiB|TiB|B|bytes)"
-OOM_TRIED = re.compile(r"Tried to allocate " + _Q)
-OOM_TOTAL = re.compile(r"GPU (\d+) has a total capacity of " + _Q + " of which " + _Q + " is free")
-OOM_THIS = re.compile(r"this process has " + _Q + " memory in use")
-OOM_PROC = re.compile(r"Process (\d+) has " + _Q + " memory in use")
-OOM_ALLOC = re.compile(r"Of the allocated memory " + _Q + " is allocated by PyTorch")
-OOM_PRIVATE = re.compile(r"with " + _Q + r" allocated in private pools")
-OOM_RESERVED = re.compile(r"and " + _Q + " is reserved by PyTorch but unallocated")
-OOM_OLD = re.compile(r"\(GPU (\d+); " + _Q + r" total capacity; " + _Q + r" already allocated; " + _Q + r" free; " + _Q + r" reserved in total by PyTorch\)")
+OOM_TRIED = rx.compile(r"Tried to allocate " + _Q)
+OOM_TOTAL = rx.compile(r"GPU (\d+) has a total capacity of " + _Q + " of which " + _Q + " is free")
+OOM_THIS = rx.compile(r"this process has " + _Q + " memory in use")
+OOM_PROC = rx.compile(r"Process (\d+) has " + _Q + " memory in use")
+OOM_ALLOC = rx.compile(r"Of the allocated memory " + _Q + " is allocated by PyTorch")
+OOM_PRIVATE = rx.compile(r"with " + _Q + r" allocated in private pools")
+OOM_RESERVED = rx.compile(r"and " + _Q + " is reserved by PyTorch but unallocated")
+OOM_OLD = rx.compile(r"\(GPU (\d+); " + _Q + r" total capacity; " + _Q + r" already allocated; " + _Q + r" free; " + _Q + r" reserved in total by PyTorch\)")
 OOM_WORDS = ("out of memory", "OutOfMemoryError", "OUT_OF_MEMORY", "CUBLAS_STATUS_ALLOC_FAILED", "cudaErrorMemoryAllocation")
 # SGLang's own KV-token allocator messages say "out of memory" too, but are not device OOMs
-NOT_DEVICE_OOM = re.compile(r"(?:Prefill|Decode) out of memory(?:\. Try to lower| happened)")
+NOT_DEVICE_OOM = rx.compile(r"(?:Prefill|Decode) out of memory(?:\. Try to lower| happened)")
 
 
 def gib(value: str, unit: str) -> float | None:
@@ -423,7 +428,7 @@ class LogParser:
             else:
                 self._event("milestone", lineno, text, ts, rank, phase="load_progress")
         elif msg.startswith("max_total_num_tokens="):
-            fields = dict(re.findall(r"(\w+)=([\d.]+)", msg))
+            fields = dict(RE_FIELDS.findall(msg))
             e("capacity", lineno, text, ts, rank, **{k: to_float(v) if "." in v else to_int(v) for k, v in fields.items()})
         elif RE_READY in msg:
             e("milestone", lineno, text, ts, rank, phase="ready")
@@ -448,7 +453,7 @@ class LogParser:
             e("signal", lineno, text, ts, rank, signal="scheduler_dead", exit_code=code)
         elif RE_EXIT_CODE.match(stripped):
             e("signal", lineno, text, ts, rank, signal="exit_code", exit_code=to_int(RE_EXIT_CODE.match(stripped)[1]))
-        elif stripped in ("Killed", "Aborted", "Bus error", "Segmentation fault", "已杀死", "已殺死", "Getötet", "強制終了") or re.match(r"^(?:Killed|Aborted|Bus error|Segmentation fault)(?: \(core dumped\))?\s+", stripped) or "Fatal Python error" in msg:
+        elif stripped in ("Killed", "Aborted", "Bus error", "Segmentation fault", "已杀死", "已殺死", "Getötet", "強制終了") or RE_KILLED_PREFIX.match(stripped) or "Fatal Python error" in msg:
             sig = "segfault" if ("Segmentation" in msg) else ("sigbus" if "Bus error" in msg else ("abort" if "Abort" in msg else
                                                                                                      ("fatal" if "Fatal" in msg else "killed")))
             e("signal", lineno, text, ts, rank, signal=sig)
@@ -470,7 +475,7 @@ class LogParser:
             e("argparse", lineno, text, ts, rank, message=m[1])
         elif stripped.startswith("usage: ") and ("launch_server" in stripped or "sglang" in stripped):
             self._usage = e("argparse", lineno, text, ts, rank, message="", usage=True, usage_flags=USAGE_FLAG.findall(stripped))
-        elif "sglang.launch_server" in msg or "launch_server.py" in msg or re.search(r"\bsglang serve\b", msg):
+        elif "sglang.launch_server" in msg or "launch_server.py" in msg or RE_SGLANG_SERVE.search(msg):
             e("launch", lineno, text, ts, rank, command=stripped)
         elif is_oom_text(msg):
             ev = e("error", lineno, text, ts, rank, message=stripped, source="oom-line")
