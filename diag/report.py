@@ -29,14 +29,22 @@ class Evidence:
     role: str = "trigger"  # trigger | context | symptom
     # the lines around it as the input has them: [{"line", "text", "cut"}], `cut` characters left off
     context: list[dict] = field(default_factory=list)
+    # what the parser knows is sensitive in `text`: (start, end, kind), kind one of host, ip,
+    # user, email, pod, path, or a secret's kind (token, password, api-key, ...). Redaction
+    # replaces these first and runs its patterns over the rest as a backstop.
+    spans: list[tuple[int, int, str]] = field(default_factory=list)
 
     def to_json(self) -> dict:
-        return {"input": self.input, "line": self.line, "text": self.text, "role": self.role,
-                "context": [dict(c) for c in self.context]}
+        out = {"input": self.input, "line": self.line, "text": self.text, "role": self.role,
+               "context": [dict(c) for c in self.context]}
+        if self.spans:
+            out["spans"] = [list(s) for s in self.spans]
+        return out
 
     @classmethod
     def from_json(cls, d: dict) -> "Evidence":
-        return cls(d["input"], d["line"], d["text"], d.get("role", "trigger"), [dict(c) for c in d.get("context") or []])
+        return cls(d["input"], d["line"], d["text"], d.get("role", "trigger"), [dict(c) for c in d.get("context") or []],
+                   [(int(a), int(b), str(k)) for a, b, k in d.get("spans") or []])
 
 
 @dataclass
