@@ -18,20 +18,20 @@ from .report import Evidence, InputInfo, Report
 
 # Secrets: (kind, pattern); the group named `s` is replaced, the rest kept. All RE2 (linear time).
 _SLACK = r"(?:xox[abposre]-[A-Za-z0-9-]{10,}|xoxe\.xox[bp]-[A-Za-z0-9-]{10,}|xapp-\d-[A-Za-z0-9-]{10,})"
-SECRETS = [
-    ("slack-webhook", rx.compile(r"(?P<s>https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_-]+)")),
-    ("jwt", rx.compile(r"\b(?P<s>eyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{8,})")),
-    ("bearer-token", rx.compile(r"(?i)\b(?:bearer|basic)\s+(?P<s>[A-Za-z0-9._~+/=-]{8,})")),
-    ("hf-token", rx.compile(r"\b(?P<s>hf_[A-Za-z0-9]{20,})\b")),
-    ("github-token", rx.compile(r"\b(?P<s>gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})\b")),
-    ("slack-token", rx.compile(rf"\b(?P<s>{_SLACK})")),
-    ("aws-key", rx.compile(r"\b(?P<s>(?:AKIA|ASIA)[A-Z0-9]{16})\b")),
-    ("api-key", rx.compile(r"\b(?P<s>sk-[A-Za-z0-9_-]{16,})")),
-    ("secret", rx.compile(r"(?i)--(?P<k>(?:admin-)?api-key|[\w-]*(?:token|password|secret))(?:\s+|=)['\"]?(?P<s>[^\s'\"]+)")),
+SECRETS = [  # (kind, pattern, words one of which the text must hold for the pattern to be tried)
+    ("slack-webhook", rx.compile(r"(?P<s>https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_-]+)"), ("hooks.slack",)),
+    ("jwt", rx.compile(r"\b(?P<s>eyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{8,})"), ("eyJ",)),
+    ("bearer-token", rx.compile(r"(?i)\b(?:bearer|basic)\s+(?P<s>[A-Za-z0-9._~+/=-]{8,})"), ("earer", "asic", "EARER", "ASIC")),
+    ("hf-token", rx.compile(r"\b(?P<s>hf_[A-Za-z0-9]{20,})\b"), ("hf_",)),
+    ("github-token", rx.compile(r"\b(?P<s>gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})\b"), ("gh", "github_pat_")),
+    ("slack-token", rx.compile(rf"\b(?P<s>{_SLACK})"), ("xox", "xapp-")),
+    ("aws-key", rx.compile(r"\b(?P<s>(?:AKIA|ASIA)[A-Z0-9]{16})\b"), ("AKIA", "ASIA")),
+    ("api-key", rx.compile(r"\b(?P<s>sk-[A-Za-z0-9_-]{16,})"), ("sk-",)),
+    ("secret", rx.compile(r"(?i)--(?P<k>(?:admin-)?api-key|[\w-]*(?:token|password|secret))(?:\s+|=)['\"]?(?P<s>[^\s'\"]+)"), ("--",)),
     # key=value / key: value; the character before the key is matched (RE2 has no lookbehind)
     ("secret", rx.compile(r"(?i)(?:^|[^#\w-])(?P<k>(?:[\w-]*[_-])?"
                           r"(?:api[_-]?key|access[_-]?key|secret[_-]?key|secret|password|passwd|pwd|token))"
-                          r"['\"]?\s*(?P<sep>[=:])\s*(?P<q>['\"]?)(?P<s>[^\s'\",;&)}\]]+)")),
+                          r"['\"]?\s*(?P<sep>[=:])\s*(?P<q>['\"]?)(?P<s>[^\s'\",;&)}\]]+)"), ("=", ":")),
 ]
 NOT_SECRET = rx.compile(r"^(?:None|none|null|True|False|true|false|\*+|<.*>|[\d.]+|\[REDACTED.*)$")
 # scheme://user:password@ and scheme://:password@ (redis): the password is labelled as one
@@ -119,7 +119,7 @@ class Redactor:
         self.aliases: dict[tuple[str, str], str] = {}
         self._hosts_re = None
         self._hosts_n = -1
-        self.failed = 0
+        self._memo: dict[tuple[str, int], str] = {}
 
     def alias(self, kind: str, value: str) -> str:
         key = (kind, value.lower() if kind in ("host", "email", "ip", "pod") else value)
@@ -129,28 +129,45 @@ class Redactor:
         return self.aliases[key]
 
     def redact(self, text: str) -> str:
-        if not text:
+        if not text or len(text) < 3:
             return text
-        text = URL_CREDS.sub(lambda m: f"{m['scheme']}{self._user(m['user']) if m['user'] else ''}:[REDACTED:password]@", text)
-        for kind, pattern in SECRETS:
-            text = _sub_group(pattern, text, "s", lambda m, v, k=kind: self._secret(m, v, k))
-        text = EMAIL.sub(lambda m: self.alias("email", m[0]), text)
-        text = _sub_group(HOME, text, "name", lambda m, v: self._user(v))
-        text = _sub_group(PROMPT, text, "name", lambda m, v: self._user(v))
-        text = _sub_group(PROMPT, text, "host", lambda m, v: self._host(v))
+        key = (text, self._hosts_n)
+        done = self._memo.get(key)
+        if done is None:
+            done = self._redact(text)
+            if len(self._memo) < 200_000:
+                self._memo[key] = done
+        return done
+
+    def _redact(self, text: str) -> str:
+        if "://" in text:
+            text = URL_CREDS.sub(lambda m: f"{m['scheme']}{self._user(m['user']) if m['user'] else ''}:[REDACTED:password]@", text)
+        for kind, pattern, needles in SECRETS:
+            if any(n in text for n in needles):
+                text = _sub_group(pattern, text, "s", lambda m, v, k=kind: self._secret(m, v, k))
+        if "@" in text:
+            text = EMAIL.sub(lambda m: self.alias("email", m[0]), text)
+            text = _sub_group(PROMPT, text, "name", lambda m, v: self._user(v))
+            text = _sub_group(PROMPT, text, "host", lambda m, v: self._host(v))
+        if "Users" in text or "/home/" in text:
+            text = _sub_group(HOME, text, "name", lambda m, v: self._user(v))
         if "pod" in text:
             text = _sub_group(POD_PLACE, text, "pod", lambda m, v: self._pod(v))
         if "-" in text:
             text = _sub_group(POD, text, "pod", lambda m, v: self._pod(v))
         for pattern in HOST_PLACES:
             text = _sub_group(pattern, text, "host", lambda m, v: self._host(v))
-        text = _sub_group(HOST_FLAG, text, "host", self._host_flag)
+        if "--" in text:
+            text = _sub_group(HOST_FLAG, text, "host", self._host_flag)
         if (known := self._known_hosts()) is not None:
             text = _sub_group(known, text, "x", lambda m, v: self.alias("host", v),
                               after=lambda t, e: _not_followed(t, e, "w-", "w"))
-        text = _sub_group(FQDN, text, "x", lambda m, v: self._host(v), after=lambda t, e: _not_followed(t, e, "w-", "a"))
-        text = _sub_group(IPV6, text, "x", lambda m, v: self._ipv6(v), after=lambda t, e: _not_followed(t, e, "w:"))
-        return _sub_group(IPV4, text, "x", self._ipv4, after=lambda t, e: _not_followed(t, e, "w-", "d"))
+        if "." in text:
+            text = _sub_group(FQDN, text, "x", lambda m, v: self._host(v), after=lambda t, e: _not_followed(t, e, "w-", "a"))
+            text = _sub_group(IPV4, text, "x", self._ipv4, after=lambda t, e: _not_followed(t, e, "w-", "d"))
+        if "::" in text or text.count(":") >= 2:
+            text = _sub_group(IPV6, text, "x", lambda m, v: self._ipv6(v), after=lambda t, e: _not_followed(t, e, "w:"))
+        return text
 
     def redact_name(self, path: str) -> str:
         """An input's file name: its folders as any text; in its base name, host names also where

@@ -63,10 +63,10 @@ def _prefix(flags: int) -> str:
 class _Lazy:
     """A pattern compiled on first use (module import stays cheap)."""
 
-    __slots__ = ("pattern", "flags", "_compiled")
+    __slots__ = ("pattern", "flags", "_compiled", "_groupindex")
 
     def __init__(self, pattern: str, flags: int) -> None:
-        self.pattern, self.flags, self._compiled = pattern, flags, None
+        self.pattern, self.flags, self._compiled, self._groupindex = pattern, flags, None, None
 
     def _get(self):
         if self._compiled is None:
@@ -75,7 +75,9 @@ class _Lazy:
 
     @property
     def groupindex(self):
-        return self._get().groupindex
+        if self._groupindex is None:  # the binding builds a new dict on every access
+            self._groupindex = dict(self._get().groupindex)
+        return self._groupindex
 
     def search(self, text, pos=0, endpos=None):
         return self._get().search(text, pos, len(text) if endpos is None else endpos)
@@ -183,5 +185,5 @@ def escape(text: str) -> str:
 def span_of(m, group) -> tuple[int, int]:
     """m.span(group) for a group name or number, on RE2 and `regex` matches alike."""
     if isinstance(group, str):
-        group = m.re.groupindex[group]
+        group = m.re.groupindex[group]  # (a plain dict on `regex`; built per call on RE2: rare use)
     return m.span(group)
