@@ -215,8 +215,10 @@ class Report:
         })
 
     def dumps(self, indent: int | None = 2) -> str:
-        """The JSON text (never NaN or Infinity: json refuses them here)."""
-        return json.dumps(self.to_json(), indent=indent, ensure_ascii=False, allow_nan=False)
+        """The JSON text, through diag's one JSON writer: NaN and infinities become null first and
+        json then refuses any left (allow_nan=False); every string is valid UTF-8."""
+        from .jsonout import dumps
+        return dumps(self.to_json(), indent=indent)
 
     @classmethod
     def from_json(cls, d: dict) -> "Report":
