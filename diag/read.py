@@ -291,28 +291,28 @@ def open_input(path: str, limits: Limits | None = None) -> Opened:
         raw: BinaryIO = _open_stdin()
         name = "<stdin>"
     else:
-        name = path
+        name = display_name(path)
         try:
             st = os.stat(path)
         except FileNotFoundError:
-            raise InputError(f"{path}: no such file") from None
+            raise InputError(f"{name}: no such file") from None
         except PermissionError:
-            raise InputError(f"{path}: permission denied") from None
+            raise InputError(f"{name}: permission denied") from None
         except (OSError, ValueError) as exc:
-            raise InputError(f"{path}: cannot open ({getattr(exc, 'strerror', None) or exc})") from None
+            raise InputError(f"{name}: cannot open ({getattr(exc, 'strerror', None) or exc})") from None
         if stat.S_ISDIR(st.st_mode):
-            raise InputError(f"{path}: is a directory; give the log files inside it (e.g. {path.rstrip('/')}/*.log)")
+            raise InputError(f"{name}: is a directory; give the log files inside it (e.g. {name.rstrip('/')}/*.log)")
         refused = _kind_refused(st.st_mode)
         if refused:
-            raise InputError(f"{path}: is {refused}, not a file; to read a stream, pipe it to standard input "
+            raise InputError(f"{name}: is {refused}, not a file; to read a stream, pipe it to standard input "
                              f"(… | diag analyze -)")
         try:
             f = open(path, "rb")
             size = os.fstat(f.fileno()).st_size
         except PermissionError:
-            raise InputError(f"{path}: permission denied") from None
+            raise InputError(f"{name}: permission denied") from None
         except OSError as exc:
-            raise InputError(f"{path}: cannot open ({exc.strerror or exc})") from None
+            raise InputError(f"{name}: cannot open ({exc.strerror or exc})") from None
         raw = _Upto(f, size)
     opened = Opened(name=name, stream=raw, head=b"", encoding="utf-8", size=size, limits=limits)
     try:
@@ -340,6 +340,16 @@ def open_input(path: str, limits: Limits | None = None) -> Opened:
     opened.encoding = encoding
     opened.stream = _Guarded(stream, opened, 0)
     return opened
+
+
+def display_name(path: str) -> str:
+    """A path as text that any output can carry: bytes the file system name could not decode
+    (kept by Python as lone surrogates) are written \\xNN."""
+    try:
+        path.encode("utf-8")
+        return path
+    except UnicodeEncodeError:
+        return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def _encoding(head: bytes) -> str:

@@ -28,9 +28,15 @@ def analyze(
     select: List[str] = typer.Option([], "--select", help="Only findings of this category (or category prefix, e.g. oom); may repeat."),
     max_bytes: Optional[int] = typer.Option(None, "--max-bytes", min=1, help="Read at most this many bytes of text per input (default 1 GiB)."),
     max_lines: Optional[int] = typer.Option(None, "--max-lines", min=1, help="Read at most this many lines per input (default 2,000,000)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No notes on stderr (as `diag -q analyze`)."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Notes on stderr: inputs, caps reached, config used."),
 ) -> None:
     """Find the root cause of an SGLang failure, with evidence and the flag changes to make."""
     from pathlib import Path
+    if quiet and verbose:
+        C.fail("--quiet and --verbose cannot be given together")
+    C.STATE.quiet = C.STATE.quiet or quiet
+    C.STATE.verbose = C.STATE.verbose or verbose
 
     from ..read import Limits
     cfg = C.settings()

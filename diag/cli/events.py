@@ -21,6 +21,8 @@ def register(app) -> None:
         from ..jsonout import dumps
         from ..parse.sglang import iter_events
         from ..read import InputError, iter_lines, open_input
+        if file == "-" and sys.stdin is not None and not sys.stdin.closed and sys.stdin.isatty():
+            C.fail("give a server log (or pipe one in: … | diag events)")
         try:
             opened = open_input(file)
         except InputError as exc:
