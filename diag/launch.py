@@ -7,15 +7,15 @@ version's catalog would raise. `parse_server_args` reads the `server_args=Server
 """
 from __future__ import annotations
 
-import re
 import shlex
 from dataclasses import dataclass, field
 
+from . import rx
 from .flags import Catalog
 from .numbers import to_float, to_int
 
 SHELL_STOP = {"|", "||", "&&", ";", "&", ">", ">>", "2>&1", "1>", "2>", "&>", "|&"}
-ENV_ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+ENV_ASSIGN = rx.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 
 
 @dataclass
@@ -40,7 +40,7 @@ class LaunchCommand:
         return self.flags.get(name, default)
 
 
-MD_AUTOLINK = re.compile(r"\[([^\]\s]+)\]\((?:https?://)?([^)\s]+?)/?\)")
+MD_AUTOLINK = rx.compile(r"\[([^\]\s]+)\]\((?:https?://)?([^)\s]+?)/?\)")
 
 
 def split_command(text: str) -> list[str]:
