@@ -9,7 +9,7 @@ LEVEL = {"critical": "error", "error": "error", "warning": "warning", "info": "n
 
 def _uri(path: str) -> str:
     from urllib.parse import quote
-    return "stdin" if path == "<stdin>" else quote(path.replace("\\", "/"), safe="/:._-~")
+    return "stdin" if path == "<stdin>" else quote(path, safe="/:._-~")
 
 
 def sarif(report) -> dict:
