@@ -60,18 +60,79 @@ def _prefix(flags: int) -> str:
     return f"(?{inline})" if inline else ""
 
 
-class _Lazy:
-    """A pattern compiled on first use (module import stays cheap)."""
+def required(pattern: str, flags: int = 0) -> tuple[str, ...] | None:
+    """Literals one of which every match contains (None: no such set found). A text holding
+    none of them cannot match, so the engine is not called: `in` costs nanoseconds where a
+    call into RE2 through its binding costs microseconds."""
+    import re
+    try:
+        from re import _constants as C
+        from re import _parser as P
+    except ImportError:  # Python < 3.11
+        import sre_constants as C  # type: ignore
+        import sre_parse as P  # type: ignore
+    try:
+        tree = P.parse(pattern, flags & (IGNORECASE | MULTILINE | DOTALL))
+    except re.error:
+        return None
+    if tree.state.flags & re.IGNORECASE:
+        return None
 
-    __slots__ = ("pattern", "flags", "_compiled", "_groupindex")
+    def seq(items) -> tuple[str, ...] | None:
+        best: tuple[str, ...] | None = None
+        run: list[str] = []
+
+        def consider(cand):
+            nonlocal best
+            if cand and all(cand) and (best is None or min(map(len, cand)) > min(map(len, best))
+                                       or (len(cand) < len(best) and min(map(len, cand)) >= min(map(len, best)))):
+                best = cand
+
+        for op, av in items:
+            if op is C.LITERAL:
+                run.append(chr(av))
+                continue
+            consider(("".join(run),) if run else None)
+            run = []
+            if op is C.SUBPATTERN:
+                consider(seq(av[-1]))
+            elif op in (C.MAX_REPEAT, C.MIN_REPEAT) and av[0] >= 1:
+                consider(seq(av[2]))
+            elif op is C.BRANCH:
+                alts = [seq(b) for b in av[1]]
+                if all(alts):
+                    consider(tuple(sorted({x for a in alts for x in a})))
+            elif getattr(C, "ATOMIC_GROUP", None) is op:
+                consider(seq(av))
+        consider(("".join(run),) if run else None)
+        return best
+
+    found = seq(tree)
+    if found is None or len(found) > 8:
+        return None
+    return found
+
+
+class _Lazy:
+    """A pattern compiled on first use (module import stays cheap), behind a literal pre-check."""
+
+    __slots__ = ("pattern", "flags", "_compiled", "_groupindex", "_needs")
 
     def __init__(self, pattern: str, flags: int) -> None:
         self.pattern, self.flags, self._compiled, self._groupindex = pattern, flags, None, None
+        self._needs = False  # not computed yet
 
     def _get(self):
         if self._compiled is None:
             self._compiled = _engine().compile(_prefix(self.flags) + self.pattern)
+            self._needs = required(self.pattern, self.flags)
         return self._compiled
+
+    def _hopeless(self, text) -> bool:
+        if self._needs is False:
+            self._get()
+        needs = self._needs
+        return needs is not None and not any(n in text for n in needs)
 
     @property
     def groupindex(self):
@@ -80,28 +141,44 @@ class _Lazy:
         return self._groupindex
 
     def search(self, text, pos=0, endpos=None):
-        return self._get().search(text, pos, len(text) if endpos is None else endpos)
+        if self._hopeless(text):
+            return None
+        return self._compiled.search(text, pos, len(text) if endpos is None else endpos)
 
     def match(self, text, pos=0, endpos=None):
-        return self._get().match(text, pos, len(text) if endpos is None else endpos)
+        if self._hopeless(text):
+            return None
+        return self._compiled.match(text, pos, len(text) if endpos is None else endpos)
 
     def fullmatch(self, text, pos=0, endpos=None):
-        return self._get().fullmatch(text, pos, len(text) if endpos is None else endpos)
+        if self._hopeless(text):
+            return None
+        return self._compiled.fullmatch(text, pos, len(text) if endpos is None else endpos)
 
     def finditer(self, text, pos=0, endpos=None):
-        return self._get().finditer(text, pos, len(text) if endpos is None else endpos)
+        if self._hopeless(text):
+            return iter(())
+        return self._compiled.finditer(text, pos, len(text) if endpos is None else endpos)
 
     def findall(self, text, pos=0, endpos=None):
-        return self._get().findall(text, pos, len(text) if endpos is None else endpos)
+        if self._hopeless(text):
+            return []
+        return self._compiled.findall(text, pos, len(text) if endpos is None else endpos)
 
     def sub(self, repl, text, count=0):
-        return self._get().sub(repl, text, count)
+        if self._hopeless(text):
+            return text
+        return self._compiled.sub(repl, text, count)
 
     def subn(self, repl, text, count=0):
-        return self._get().subn(repl, text, count)
+        if self._hopeless(text):
+            return text, 0
+        return self._compiled.subn(repl, text, count)
 
     def split(self, text, maxsplit=0):
-        return self._get().split(text, maxsplit)
+        if self._hopeless(text):
+            return [text]
+        return self._compiled.split(text, maxsplit)
 
     def __repr__(self) -> str:
         return f"rx.compile({self.pattern!r})"

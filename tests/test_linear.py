@@ -148,3 +148,32 @@ def test_the_generator_exposes_backtracking(pattern):
 
     small, large = worst(300), worst(1200)
     assert large > 6 * small and large > 0.0002, (small, large)   # 4x the text, >6x the time: super-linear
+
+
+def _corpus_lines():
+    lines = []
+    for path in sorted((Path(__file__).parent / "data").glob("*/*")):
+        if path.suffix in (".log", ".txt") and path.stat().st_size < 300_000:
+            lines += path.read_text(errors="replace").splitlines()[:120]
+    return lines
+
+
+def test_the_literal_precheck_never_hides_a_match():
+    """rx skips the engine when a literal every match needs is absent: same answers as without."""
+    lines = _corpus_lines()
+    assert len(lines) > 2000
+    for reg in PATTERNS:
+        if reg.engine != "re2":
+            continue
+        fast = rx._Lazy(reg.pattern, reg.flags)
+        raw = rx._engine().compile(rx._prefix(reg.flags) + reg.pattern)
+        for text in lines + attacks(reg.pattern, 200, limit=6):
+            assert bool(fast.search(text)) == bool(raw.search(text)), (reg.pattern, text)
+
+
+@pytest.mark.parametrize("pattern, needs", [
+    (r"Capture (.*?)graph", ("Capture ",)), (r"Killed|Aborted", ("Aborted", "Killed")), (r"a(?:bc|de)f", ("bc", "de")),
+    (r"abc(def)?ghi", ("abc",)), (r"(?:x|)foo", ("foo",)), (r"(?i)bearer", None), (r"^\d+$", None), (r"x*yz", ("yz",)),
+])
+def test_required_literals(pattern, needs):
+    assert rx.required(pattern) == needs
