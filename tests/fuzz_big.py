@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -55,25 +54,31 @@ def build(folder: Path) -> list[tuple[str, Path, list[str]]]:
     return jobs
 
 
-def measure(path: Path, extra: list[str]) -> dict:
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.monotonic()
+def measure(path: Path, extra: list[str], timeout: float = 600) -> dict:
+    """One run in a child process; its own CPU time and peak RSS (os.wait4), its exit code."""
+    import threading
     argv = DIAG + ["analyze", str(path)] + (extra or ["--format", "json"])
-    try:
-        proc = subprocess.run(argv, capture_output=True, cwd=ROOT, timeout=600)
-        code, err, out = proc.returncode, proc.stderr.decode(errors="replace"), proc.stdout
-    except subprocess.TimeoutExpired:
-        code, err, out = "timeout", "", b""
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t0 = time.monotonic()
+        proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=ROOT)
+        timer = threading.Timer(timeout, proc.kill)
+        timer.start()
+        _, status, ru = os.wait4(proc.pid, 0)
+        timer.cancel()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        wall = time.monotonic() - t0
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read().decode(errors="replace")
+    code = "killed" if proc.returncode < 0 else proc.returncode
     notes = []
-    if out[:1] == b"{":
+    if stdout[:1] == b"{":
         try:
-            notes = [n for i in json.loads(out).get("inputs", []) for n in i.get("notes", [])]
+            notes = [n for i in json.loads(stdout).get("inputs", []) for n in i.get("notes", [])]
         except ValueError:
             notes = ["(not JSON)"]
-    return {"code": code, "cpu": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
-            "rss_mib": after.ru_maxrss / 1024, "wall": time.monotonic() - t0, "err": err.strip().splitlines()[:1],
-            "notes": notes}
+    return {"code": code, "cpu": ru.ru_utime + ru.ru_stime, "rss_mib": ru.ru_maxrss / 1024, "wall": wall,
+            "err": stderr.strip().splitlines()[:1], "notes": notes}
 
 
 def main() -> int:
