@@ -86,6 +86,7 @@ class _Decompressing(io.RawIOBase):
         self._done = False
         self._members = 0
         self._chunk = self.FIRST_CHUNK
+        self._pending = b""
 
     def _new(self):
         if self._packed == "gzip":
@@ -101,6 +102,9 @@ class _Decompressing(io.RawIOBase):
         return True
 
     def _feed(self) -> bytes:
+        if self._pending:  # what followed the end of the last member
+            data, self._pending = self._pending, b""
+            return data
         if self._input_done:
             return b""
         data = self._src.read(self._chunk)
@@ -133,12 +137,11 @@ class _Decompressing(io.RawIOBase):
             rest = d.unused_data or self._feed()
             if rest.strip(b"\0"):
                 self._d = self._new()
-                self._src = _Peek(rest, self._src)
-                self._input_done = False
+                self._pending = rest
             else:
                 self._done = True  # the end, or tar-style zero padding
             return out
-        if not out and self._input_done:
+        if not out and self._input_done and not self._pending:
             pending = d.unconsumed_tail if self._packed == "gzip" else not d.needs_input
             if not pending:
                 self._done = True

@@ -192,3 +192,12 @@ def test_a_200kb_line_of_every_character_class_is_linear(tmp_path):
     path.write_text("\n".join(parts) + "\n")
     run = check(diag("analyze", str(path), "--format", "markdown"))
     assert run.cpu_s < 20, run.cpu_s
+
+
+def test_thousands_of_members(tmp_path):
+    """A bomb made of many small members (10 GB as 10,000 of 1 MB) must not nest per member."""
+    path = tmp_path / "many.gz"
+    path.write_bytes(gzip.compress(b"[2026-05-14 09:12:05 TP0] member\n") * 20000)
+    from diag.read import iter_lines, open_input
+    opened = open_input(str(path))
+    assert sum(1 for _ in iter_lines(opened)) == 20000 and not [n for n in opened.notes if "corrupt" in n]
