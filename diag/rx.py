@@ -129,10 +129,18 @@ class _Lazy:
         return self._compiled
 
     def _hopeless(self, text) -> bool:
-        if self._needs is False:
-            self._get()
         needs = self._needs
-        return needs is not None and not any(n in text for n in needs)
+        if needs is False:
+            self._get()
+            needs = self._needs
+        if needs is None:
+            return False
+        if len(needs) == 1:
+            return needs[0] not in text
+        for n in needs:
+            if n in text:
+                return False
+        return True
 
     @property
     def groupindex(self):
