@@ -35,11 +35,8 @@ class Evidence:
     spans: list[tuple[int, int, str]] = field(default_factory=list)
 
     def to_json(self) -> dict:
-        out = {"input": self.input, "line": self.line, "text": self.text, "role": self.role,
-               "context": [dict(c) for c in self.context]}
-        if self.spans:
-            out["spans"] = [list(s) for s in self.spans]
-        return out
+        return {"input": self.input, "line": self.line, "text": self.text, "role": self.role,
+                "context": [dict(c) for c in self.context], "spans": [list(s) for s in self.spans]}
 
     @classmethod
     def from_json(cls, d: dict) -> "Evidence":

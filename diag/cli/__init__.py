@@ -61,6 +61,8 @@ def _global(
 for _name in COMMANDS:
     import_module(f".{_name}", __name__).register(app)
 
+from .analyze import exit_code  # noqa: E402,F401 - used by diag.serve: the same exit codes as the CLI
+
 
 def main(argv: list[str] | None = None) -> None:
     """The entry point: click's usage errors and every exception become one line and an exit code 0-3."""

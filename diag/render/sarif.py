@@ -7,9 +7,15 @@ SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 LEVEL = {"critical": "error", "error": "error", "warning": "warning", "info": "note"}
 
 
+URI_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/:._-~")
+
+
 def _uri(path: str) -> str:
-    from urllib.parse import quote
-    return "stdin" if path == "<stdin>" else quote(path, safe="/:._-~")
+    """A relative URI reference for a path: RFC 3986 percent-encoding of its UTF-8 bytes."""
+    if path == "<stdin>":
+        return "stdin"
+    return "".join(c if c in URI_SAFE else "".join(f"%{b:02X}" for b in c.encode("utf-8", "surrogateescape"))
+                   for c in path)
 
 
 def sarif(report) -> dict:
