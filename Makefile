@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup demo test browser bench bench-serve score catalog catalog-full
+.PHONY: setup demo test browser bench bench-serve score catalog catalog-full fuzz
 setup: $(BIN)/diag
 
 $(BIN)/diag: pyproject.toml
@@ -29,6 +29,13 @@ bench: setup
 # diag serve under concurrent load (requests/s, p50/p99, memory)
 bench-serve: setup
 	$(BIN)/python benchmarks/serve_bench.py
+
+# hostile input at length (issue 10): thousands of property examples, every pattern at 200 KB,
+# and the large inputs (bombs, event-dense logs) measured against the Done-when bounds
+fuzz: setup
+	HYPOTHESIS_PROFILE=fuzz $(BIN)/python -m pytest -q tests/test_properties.py
+	LINEAR_KB=200 $(BIN)/python -m pytest -q tests/test_linear.py -k test_pattern_is_linear
+	$(BIN)/python tests/fuzz_big.py --out benchmarks/HOSTILE-fuzz.md
 
 # corpus scores (needs ../shared, which only developers have)
 score: setup

@@ -12,7 +12,7 @@ from .clean import Cleaner
 from .detect_version import explicit_version
 from .parse import smi as smi_mod
 from .parse.sglang import LogParser
-from .read import InputError, Opened, iter_lines, open_input
+from .read import InputError, Limits, Opened, iter_lines, open_input
 from .report import InputInfo, Report
 from .rank import finalize
 
@@ -28,6 +28,7 @@ class Options:
     model_config: str | None = None
     engine: str = "v1"              # v1: rules_v1 + remedies; v2: diag.rules (rules own their fixes)
     strict: bool = False            # v2: a fix the version lacks or that points the wrong way raises (tests)
+    limits: Limits | None = None    # caps on what is read of each input (diag.read)
 
 
 def _kind(opened: Opened, forced: str | None) -> str:
@@ -123,7 +124,7 @@ def analyze_with_facts(paths: list[str], smi_paths: list[str] | None = None,
     explicit: list[tuple[int, str]] = []
     jobs = [(p, None) for p in paths] + [(p, "nvidia-smi") for p in (smi_paths or [])]
     for index, (path, forced) in enumerate(jobs):
-        opened = open_input(path)
+        opened = open_input(path, options.limits)
         kind = _kind(opened, forced)
         info = InputInfo(path=opened.name, kind=kind, bytes=opened.size or 0, notes=list(opened.notes))
         inputs.append(info)

@@ -9,37 +9,71 @@ Which prefixes apply is decided from the first lines (`SAMPLE`), then streamed.
 from __future__ import annotations
 
 import os
-import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
+
+from . import rx
 
 SAMPLE = 400
-ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
-FENCE = re.compile(r"^\s*(?:```|~~~)[\w+-]*\s*$")
-QUOTE = re.compile(r"^\s{0,3}(?:>\s?)+")
+# CSI sequences (colours, cursor moves) and OSC sequences (titles, hyperlinks) ended by BEL or ST
+ANSI = rx.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
+FENCE = rx.compile(r"^\s*(?:```|~~~)[\w+-]*\s*$")
+QUOTE = rx.compile(r"^\s{0,3}(?:>\s?)+")
+
+
+@dataclass(frozen=True)
+class Stripper:
+    """A line prefix to remove: its name, its pattern, and a cheap test that the line may carry it."""
+    name: str
+    pattern: object
+    may: Callable[[str], bool]
+
+    def strip(self, line: str) -> str:
+        return self.pattern.sub("", line, count=1) if self.may(line) else line
+
+
+def _lead(line: str) -> str:
+    return line.lstrip()[:1]
+
 
 # Prefixes that cannot be mistaken for log content: removed wherever they appear.
 ALWAYS = [
-    ("ray", re.compile(r"^\((?:[A-Za-z_][\w.]*\s+)?pid=\d+(?:,\s*ip=[0-9A-Fa-f.:]+)?\)\s?")),
-    ("kubectl-prefix", re.compile(r"^\[pod/[^\]\s]+\]\s")),
+    Stripper("ray", rx.compile(r"^\((?:[A-Za-z_][\w.]*\s+)?pid=\d+(?:,\s*ip=[0-9A-Fa-f.:]+)?\)\s?"),
+             lambda l: l.startswith("(") and "pid=" in l),
+    Stripper("kubectl-prefix", rx.compile(r"^\[pod/[^\]\s]+\]\s"), lambda l: l.startswith("[pod/")),
 ]
+QUOTE_STRIPPER = Stripper("quote", QUOTE, lambda l: _lead(l) == ">")
 # Prefixes removed only when most sampled lines carry them.
 MAJORITY = [
-    ("quote", QUOTE),
-    ("timestamp", re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\s+(?:(?:stdout|stderr)\s+[FP]\s+)?")),
-    ("journald", re.compile(r"^[A-Z][a-z]{2}\s+\d{1,2}\s\d\d:\d\d:\d\d\s\S+\s[^\s:\[]+(?:\[\d+\])?:\s")),
-    ("srun-label", re.compile(r"^\s{0,3}\d{1,4}:\s")),
+    QUOTE_STRIPPER,
+    Stripper("timestamp", rx.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\s+"
+                                     r"(?:(?:stdout|stderr)\s+[FP]\s+)?"), lambda l: l[:1].isdigit()),
+    Stripper("journald", rx.compile(r"^[A-Z][a-z]{2}\s+\d{1,2}\s\d\d:\d\d:\d\d\s\S+\s[^\s:\[]+(?:\[\d+\])?:\s"),
+             lambda l: l[:1].isupper()),
+    Stripper("srun-label", rx.compile(r"^\s{0,3}\d{1,4}:\s"), lambda l: _lead(l).isdigit()),
 ]
 # A record prefix in the middle of a line: the paste lost its newlines (chat clients, flattened JSON)
-EMBEDDED_RAY = re.compile(r" \((?:[A-Za-z_][\w.]*\s+)?pid=\d+(?:,\s*ip=[0-9A-Fa-f.:]+)?\)\s?")
-EMBEDDED_SGLANG = re.compile(r" (?=\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?(?: [A-Z_]+\d+)*\] )")
-SGLANG_START = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
-COMPOSE = re.compile(r"^([A-Za-z0-9][\w.-]*?)(?:[-_]\d+)?\s+\|\s?")
+EMBEDDED_RAY = rx.compile(r" \((?:[A-Za-z_][\w.]*\s+)?pid=\d+(?:,\s*ip=[0-9A-Fa-f.:]+)?\)\s?")
+EMBEDDED_SGLANG = rx.compile(r" \[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?(?: [A-Z_]+\d+)*\] ")
+SGLANG_START = rx.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
+COMPOSE = rx.compile(r"^([A-Za-z0-9][\w.-]*?)(?:[-_]\d+)?\s+\|\s?")
 # Where a new log record starts (a wrapped continuation never starts like this).
-RECORD_START = re.compile(
+RECORD_START = rx.compile(
     r"^(?:\[\d{4}-\d\d-\d\d|\[(?:gpu|gpu_id|rank|TP|DP)\S*\]|Traceback |\s+File \"|During handling|The above exception"
     r"|(?:[A-Za-z_][\w.]*)?(?:Error|Exception|Exit|Interrupt)\b|INFO|WARNING|ERROR|DEBUG|CRITICAL|\d{4}-\d\d-\d\d|[|+<])")
+TAG_CHARS = rx.compile(r"[\[|]")
+NOT_A_TAG = rx.compile(r"^\[\d{4}-|^(?:INFO|WARNING|ERROR|DEBUG)\b|^\s|^\[(?:gpu|TP|DP)")
+
+
+def _split_embedded(text: str) -> list[str]:
+    """A line cut before every SGLang record prefix that follows a space."""
+    parts, start = [], 0
+    for m in EMBEDDED_SGLANG.finditer(text):
+        parts.append(text[start:m.start()])
+        start = m.start() + 1
+    parts.append(text[start:])
+    return parts
 
 
 @dataclass
@@ -58,9 +92,13 @@ def _strip_ansi(line: str) -> str:
     return line.rstrip("\r")
 
 
-def _majority(pattern: re.Pattern, lines: list[str]) -> bool:
+def _fence(line: str) -> bool:
+    return ("```" in line or "~~~" in line) and bool(FENCE.match(line))
+
+
+def _majority(stripper: Stripper, lines: list[str]) -> bool:
     nonblank = [l for l in lines if l.strip()]
-    hits = sum(1 for l in nonblank if pattern.match(l))
+    hits = sum(1 for l in nonblank if stripper.may(l) and stripper.pattern.match(l))
     return hits >= max(1 if len(nonblank) <= 2 else 2, 0.4 * len(nonblank))
 
 
@@ -78,7 +116,7 @@ def _common_literal_prefix(lines: list[str]) -> str | None:
     if cut < 2:
         return None
     prefix = common[: cut + 1]
-    if not re.search(r"[\[|]", prefix) or re.match(r"^\[\d{4}-|^(?:INFO|WARNING|ERROR|DEBUG)\b|^\s|^\[(?:gpu|TP|DP)", prefix):
+    if not TAG_CHARS.search(prefix) or NOT_A_TAG.match(prefix):
         return None  # SGLang's own record prefix, a log level or indentation, not a tag
     return prefix
 
@@ -123,22 +161,22 @@ class Cleaner:
     def __init__(self, light: bool = False) -> None:
         self.light = light  # only ANSI codes, fences and quote markers (for nvidia-smi outputs)
         self.info = Cleaning()
-        self._strippers: list[tuple[str, re.Pattern]] = list(ALWAYS)
+        self._strippers: list[Stripper] = list(ALWAYS)
         self._literal: str | None = None
         self._compose: str | None = None
 
     def _learn(self, sample: list[str]) -> None:
         work = sample
         if self.light:
-            if _majority(QUOTE, work):
-                self._strippers.append(("quote", QUOTE))
+            if _majority(QUOTE_STRIPPER, work):
+                self._strippers.append(QUOTE_STRIPPER)
                 self.info.removed.append("quote")
             return
-        for name, pattern in MAJORITY:
-            if _majority(pattern, work):
-                self._strippers.append((name, pattern))
-                self.info.removed.append(name)
-                work = [pattern.sub("", l, count=1) for l in work]
+        for stripper in MAJORITY:
+            if _majority(stripper, work):
+                self._strippers.append(stripper)
+                self.info.removed.append(stripper.name)
+                work = [stripper.strip(l) for l in work]
         names = Counter(m.group(1) for l in work if (m := COMPOSE.match(l)))
         if names:
             svc, n = names.most_common(1)[0]
@@ -162,15 +200,15 @@ class Cleaner:
         line = _strip_ansi(line)
         for _ in range(3):  # prefixes stack (timestamp + compose + ray)
             before = line
-            for _, pattern in self._strippers:
-                line = pattern.sub("", line, count=1)
+            for stripper in self._strippers:
+                line = stripper.strip(line)
             if self._compose:
                 line = self._strip_compose(line)
             if self._literal and line.startswith(self._literal):
                 line = line[len(self._literal):]
             if line == before:
                 break
-        if FENCE.match(line):
+        if _fence(line):
             return None
         return line
 
@@ -186,7 +224,7 @@ class Cleaner:
             sample.append(_strip_ansi(raw))
             if len(sample) >= SAMPLE:
                 break
-        content = [l for l in sample if not FENCE.match(l)]
+        content = [l for l in sample if not _fence(l)]
         self._learn(content)
         width = None if self.light else _wrap_width(content, self._starts_record)
         self.info.wrap_width = width
@@ -220,15 +258,15 @@ class Cleaner:
 
     def _emit(self, item: tuple[int, str]) -> Iterator[tuple[int, str]]:
         raw = item[1]
-        parts = EMBEDDED_RAY.split(raw) if EMBEDDED_RAY.search(raw) else [raw]
+        parts = EMBEDDED_RAY.split(raw) if "pid=" in raw and EMBEDDED_RAY.search(raw) else [raw]
         out = []
         for part in parts:
             text = self.clean_line(part)
             if text is None:
                 self.info.dropped += 1
                 continue
-            if SGLANG_START.match(text) and EMBEDDED_SGLANG.search(text):
-                out.extend(EMBEDDED_SGLANG.split(text))
+            if text.startswith("[") and " [" in text and SGLANG_START.match(text) and EMBEDDED_SGLANG.search(text):
+                out.extend(_split_embedded(text))
             else:
                 out.append(text)
         self.info.split += max(0, len(out) - 1)

@@ -360,7 +360,13 @@ def model_from_config(path_or_dict: str | Path | dict) -> ModelSpec:
         p = Path(path_or_dict)
         if p.is_dir():
             p = p / "config.json"
-        top, origin = json.loads(p.read_text()), str(p.parent)
+        # numbers through diag.numbers: 1e999, NaN, Infinity and 5,000-digit ints are unknown (None)
+        from .numbers import to_float, to_int
+        top = json.loads(p.read_text(encoding="utf-8", errors="replace"), parse_float=to_float, parse_int=to_int,
+                         parse_constant=lambda _: None)
+        if not isinstance(top, dict):
+            raise ValueError("not a JSON object")
+        origin = str(p.parent)
     cfg = dict(top.get("text_config") or top)
     for k in ("quantization_config", "tie_word_embeddings", "torch_dtype", "dtype"):
         if k not in cfg and k in top:

@@ -7,15 +7,15 @@ version's catalog would raise. `parse_server_args` reads the `server_args=Server
 """
 from __future__ import annotations
 
-import ast
-import re
 import shlex
 from dataclasses import dataclass, field
 
+from . import rx
 from .flags import Catalog
+from .numbers import to_float, to_int
 
 SHELL_STOP = {"|", "||", "&&", ";", "&", ">", ">>", "2>&1", "1>", "2>", "&>", "|&"}
-ENV_ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+ENV_ASSIGN = rx.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 
 
 @dataclass
@@ -40,7 +40,7 @@ class LaunchCommand:
         return self.flags.get(name, default)
 
 
-MD_AUTOLINK = re.compile(r"\[([^\]\s]+)\]\((?:https?://)?([^)\s]+?)/?\)")
+MD_AUTOLINK = rx.compile(r"\[([^\]\s]+)\]\((?:https?://)?([^)\s]+?)/?\)")
 
 
 def split_command(text: str) -> list[str]:
@@ -181,68 +181,271 @@ def _resolve(written: str, catalog: Catalog) -> tuple[str | None, Problem | None
 # -- server_args dump ------------------------------------------------------------
 
 def parse_server_args(text: str) -> dict[str, object]:
-    """Field -> value from the text after `server_args=`. Cut or odd dumps give what parses."""
+    """Field -> value from the text after `server_args=`. Cut or odd dumps give what parses.
+
+    A small reader for the literals a dataclass repr or a dict prints (strings, numbers, None,
+    True/False, lists, tuples, dicts), in one pass over the text, nesting bounded by MAX_DEPTH.
+    A value it cannot read as a literal (an enum repr, `Obj(1)`, `-----1`, `not not x`) is kept
+    as its source text, cut at MAX_RAW characters; numbers go through diag.numbers, so 5,000
+    digits, `1e999` or a huge hex literal stay text that no later step reads as a number.
+    """
     text = text.strip()
     if text.startswith("ServerArgs("):
-        body = text[len("ServerArgs("):]
-        try:
-            tree = ast.parse("f(" + body, mode="eval")
-            call = tree.body
-            return {kw.arg: _literal(kw.value, "f(" + body) for kw in call.keywords if kw.arg}
-        except SyntaxError:
-            return _split_pairs(body.rstrip(")"), "=")
+        reader = _Literals(text, len("ServerArgs("))
+        return reader.pairs(")", keyword=True)
     if text.startswith("{"):
-        try:
-            value = ast.literal_eval(text)
-            if isinstance(value, dict):
-                return {str(k): v for k, v in value.items()}
-        except (ValueError, SyntaxError):
-            pass
-        return {k.strip("'\""): v for k, v in _split_pairs(text[1:].rstrip("}"), ":").items()}
+        reader = _Literals(text, 1)
+        return reader.pairs("}", keyword=False)
     return {}
 
 
-def _literal(node: ast.AST, source: str) -> object:
-    try:
-        return ast.literal_eval(node)
-    except (ValueError, SyntaxError):
-        return ast.get_source_segment(source, node)
+MAX_DEPTH = 16
+MAX_RAW = 200
+_CLOSE = {"(": ")", "[": "]", "{": "}"}
+_NAMES = {"None": None, "True": True, "False": False}
 
 
-def _split_pairs(body: str, sep: str) -> dict[str, object]:
-    """Bracket- and quote-aware split on top-level commas (fallback for cut dumps)."""
-    out: dict[str, object] = {}
-    depth, quote, cur = 0, "", []
-    parts = []
-    for ch in body:
-        if quote:
-            cur.append(ch)
-            if ch == quote:
-                quote = ""
-            continue
-        if ch in "'\"":
-            quote = ch
-        elif ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append("".join(cur))
-            cur = []
-            continue
-        cur.append(ch)
-    if cur and not quote and depth == 0:
-        parts.append("".join(cur))
-    for part in parts:
-        key, s, val = part.partition(sep)
-        if not s:
-            continue
-        key = key.strip()
+class _NotLiteral(Exception):
+    pass
+
+
+class _Literals:
+    def __init__(self, text: str, start: int) -> None:
+        self.s, self.i, self.n = text, start, len(text)
+
+    def _ws(self) -> None:
+        s, i, n = self.s, self.i, self.n
+        while i < n and s[i] in " \t\r\n":
+            i += 1
+        self.i = i
+
+    def _peek(self) -> str:
+        self._ws()
+        return self.s[self.i] if self.i < self.n else ""
+
+    def pairs(self, close: str, keyword: bool) -> dict[str, object]:
+        out: dict[str, object] = {}
+        while True:
+            c = self._peek()
+            if not c or c == close:
+                return out
+            start = self.i
+            key = self._key(keyword)
+            if key is None:  # a positional value, or not a key at all: skip this item
+                self._skip()
+            else:
+                value = self._value_or_raw()
+                if value is not _CUT:
+                    out[key] = value
+            c = self._peek()
+            if c == ",":
+                self.i += 1
+            elif c != close or self.i == start:
+                return out
+
+    def _key(self, keyword: bool) -> str | None:
+        s = self.s
+        if keyword:
+            j = self.i
+            while j < self.n and (s[j].isalnum() or s[j] == "_"):
+                j += 1
+            if j == self.i:
+                return None
+            key = s[self.i:j]
+            self.i = j
+            if self._peek() != "=":
+                return None
+            self.i += 1
+            return key
+        if self._peek() not in ("'", '"'):
+            return None
         try:
-            out[key] = ast.literal_eval(val.strip())
-        except (ValueError, SyntaxError):
-            out[key] = val.strip()
-    return out
+            key = self._string()
+        except _NotLiteral:
+            return None
+        if self._peek() != ":":
+            return None
+        self.i += 1
+        return key
+
+    def _value_or_raw(self) -> object:
+        self._ws()
+        start = self.i
+        try:
+            value = self._value(0)
+            if self._peek() in (",", ")", "}", "]", ""):
+                if self.i >= self.n and not isinstance(value, (str, int, float, bool, type(None))):
+                    return _CUT
+                return value
+        except _NotLiteral:
+            pass
+        self.i = start
+        self._skip()
+        if self.i >= self.n and self._unbalanced(start):
+            return _CUT  # a dump cut inside this value
+        return self.s[start:self.i].strip()[:MAX_RAW]
+
+    def _unbalanced(self, start: int) -> bool:
+        depth, quote = 0, ""
+        for ch in self.s[start:self.i]:
+            if quote:
+                quote = "" if ch == quote else quote
+            elif ch in "'\"":
+                quote = ch
+            elif ch in "([{":
+                depth += 1
+            elif ch in ")]}":
+                depth -= 1
+        return depth > 0 or bool(quote)
+
+    def _value(self, depth: int) -> object:
+        if depth > MAX_DEPTH:
+            raise _NotLiteral
+        c = self._peek()
+        if c in ("'", '"'):
+            return self._string()
+        if c in ("[", "("):
+            items = self._items(_CLOSE[c], depth)
+            return items if c == "[" else tuple(items)
+        if c == "{":
+            return self._braces(depth)
+        if c.isdigit() or c in "+-.":
+            return self._number()
+        if c.isalpha() or c == "_":
+            j = self.i
+            while j < self.n and (self.s[j].isalnum() or self.s[j] == "_"):
+                j += 1
+            word = self.s[self.i:j]
+            if word in _NAMES:
+                self.i = j
+                return _NAMES[word]
+        raise _NotLiteral
+
+    def _items(self, close: str, depth: int) -> list:
+        self.i += 1
+        out = []
+        while True:
+            c = self._peek()
+            if c == close:
+                self.i += 1
+                return out
+            if not c:
+                raise _NotLiteral
+            out.append(self._value(depth + 1))
+            c = self._peek()
+            if c == ",":
+                self.i += 1
+            elif c != close:
+                raise _NotLiteral
+
+    def _braces(self, depth: int) -> object:
+        self.i += 1
+        if self._peek() == "}":
+            self.i += 1
+            return {}
+        first = self._value(depth + 1)
+        if self._peek() != ":":  # a set: kept as a list (its items may be unhashable)
+            items = [first]
+            while True:
+                c = self._peek()
+                if c == "}":
+                    self.i += 1
+                    return items
+                if c != ",":
+                    raise _NotLiteral
+                self.i += 1
+                if self._peek() == "}":
+                    continue
+                items.append(self._value(depth + 1))
+        out: dict = {}
+        key = first
+        while True:
+            self.i += 1  # the ':'
+            value = self._value(depth + 1)
+            if isinstance(key, (str, int, float, bool, type(None), tuple)):
+                try:
+                    out[key] = value
+                except TypeError:  # a tuple holding a list
+                    out[str(key)] = value
+            else:
+                out[str(key)[:MAX_RAW]] = value
+            c = self._peek()
+            if c == "}":
+                self.i += 1
+                return out
+            if c != ",":
+                raise _NotLiteral
+            self.i += 1
+            if self._peek() == "}":
+                self.i += 1
+                return out
+            key = self._value(depth + 1)
+            if self._peek() != ":":
+                raise _NotLiteral
+
+    def _string(self) -> str:
+        s, quote = self.s, self.s[self.i]
+        i = self.i + 1
+        out: list[str] = []
+        while i < self.n:
+            ch = s[i]
+            if ch == "\\" and i + 1 < self.n:
+                nxt = s[i + 1]
+                out.append({"n": "\n", "t": "\t", "r": "\r"}.get(nxt, nxt if nxt in "\\'\"" else "\\" + nxt))
+                i += 2
+                continue
+            if ch == quote:
+                self.i = i + 1
+                return "".join(out)
+            out.append(ch)
+            i += 1
+        raise _NotLiteral
+
+    def _number(self) -> object:
+        s, j = self.s, self.i
+        if j < self.n and s[j] in "+-":
+            j += 1
+        while j < self.n and (s[j].isalnum() or s[j] in "._" or (s[j] in "+-" and s[j - 1] in "eE")):
+            j += 1
+        token = s[self.i:j]
+        body = token.lstrip("+-").lower()
+        value: object
+        if body.startswith("0x") or body.replace("_", "").isdigit():
+            value = to_int(token.replace("_", ""))
+        else:
+            value = to_float(token.replace("_", ""))
+        if value is None:
+            raise _NotLiteral
+        self.i = j
+        return value
+
+    def _skip(self) -> None:
+        """To the next comma or closing bracket at this level (quotes and brackets respected)."""
+        s, i, n = self.s, self.i, self.n
+        depth, quote = 0, ""
+        while i < n:
+            ch = s[i]
+            if quote:
+                if ch == "\\":
+                    i += 2
+                    continue
+                if ch == quote:
+                    quote = ""
+            elif ch in "'\"":
+                quote = ch
+            elif ch in "([{":
+                depth += 1
+            elif ch in ")]}":
+                if depth == 0:
+                    break
+                depth -= 1
+            elif ch == "," and depth == 0:
+                break
+            i += 1
+        self.i = i
+
+
+_CUT = object()
 
 
 def server_args_to_flags(fields: dict[str, object], catalog: Catalog) -> dict[str, object]:

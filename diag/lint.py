@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from . import flags as F
+from .numbers import to_float
 from .launch import LaunchCommand, parse_launch
 from .versions import VersionRange
 
@@ -41,10 +42,8 @@ def _any_in(cat: F.Catalog, low: str | None, high: str | None) -> bool:
 
 
 def _int(v) -> int | None:
-    try:
-        return int(float(v))
-    except (TypeError, ValueError):
-        return None
+    f = to_float(v)
+    return None if f is None else int(f)
 
 
 def conflicts(flags: dict, env: dict, cat: F.Catalog, model=None) -> list[Conflict]:
@@ -133,7 +132,7 @@ def conflicts(flags: dict, env: dict, cat: F.Catalog, model=None) -> list[Confli
                             "sglang-errors.md §6"))
     mfs = get("--mem-fraction-static")
     try:
-        if mfs is not None and not 0 < float(mfs) < 1:
+        if mfs is not None and to_float(mfs) is not None and not 0 < to_float(mfs) < 1:
             out.append(Conflict("error", f"--mem-fraction-static {mfs} must be between 0 and 1 (a fraction of free memory).",
                                 ["--mem-fraction-static"], [], "sglang-memory.md §1"))
     except ValueError:

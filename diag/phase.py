@@ -7,24 +7,24 @@ memory fix (raising --mem-fraction-static helps a KV-pool refusal, hurts a graph
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
+from . import rx
 from .events import Event, Frame
 
 PHASES = ("dist_init", "weights", "kv_pool", "mamba", "cuda_graph", "draft", "warmup", "prefill", "decode", "multimodal")
 
 # Most specific first: a draft graph capture is "draft", a vision forward inside a prefill is "multimodal".
-FRAME_RULES: list[tuple[str, re.Pattern]] = [
-    ("draft", re.compile(r"eagle_worker|eagle_draft|draft_cuda_graph|speculative/.*(?:worker|draft)|multi_layer_eagle|DraftWorker|draft_worker|init_draft")),
-    ("cuda_graph", re.compile(r"cuda_graph_runner|graph_runner|init_cuda_graphs|init_device_graphs|capture_one_batch_size|\bcapture\b|prealloc_symmetric_memory|piecewise")),
-    ("mamba", re.compile(r"MambaPool|HybridReqToTokenPool|mamba_pool|MambaRadixCache.*__init__|init_mamba")),
-    ("kv_pool", re.compile(r"init_memory_pool|TokenToKVPool|_create_buffers|profile_max_num_token|kv_cache_configurator|pool_configurator|ReqToTokenPool|memory_pool\.py")),
-    ("weights", re.compile(r"load_model|load_weights|weight_loader|model_loader|_initialize_model|\bget_model\b|create_weights|process_weights_after_loading|safetensors|load_state_dict")),
-    ("multimodal", re.compile(r"vision|visual|get_image_feature|mm_utils|multimodal|pixel_values|siglip|encode_images|image_encoder|\bvit\b|processor")),
-    ("dist_init", re.compile(r"init_distributed_environment|init_torch_distributed|initialize_model_parallel|init_process_group|ncclCommInitRank|pynccl")),
-    ("prefill", re.compile(r"forward_extend|prefill|run_batch.*extend")),
-    ("decode", re.compile(r"forward_decode|decode_step")),
+FRAME_RULES: list[tuple[str, object]] = [
+    ("draft", rx.compile(r"eagle_worker|eagle_draft|draft_cuda_graph|speculative/.*(?:worker|draft)|multi_layer_eagle|DraftWorker|draft_worker|init_draft")),
+    ("cuda_graph", rx.compile(r"cuda_graph_runner|graph_runner|init_cuda_graphs|init_device_graphs|capture_one_batch_size|\bcapture\b|prealloc_symmetric_memory|piecewise")),
+    ("mamba", rx.compile(r"MambaPool|HybridReqToTokenPool|mamba_pool|MambaRadixCache.*__init__|init_mamba")),
+    ("kv_pool", rx.compile(r"init_memory_pool|TokenToKVPool|_create_buffers|profile_max_num_token|kv_cache_configurator|pool_configurator|ReqToTokenPool|memory_pool\.py")),
+    ("weights", rx.compile(r"load_model|load_weights|weight_loader|model_loader|_initialize_model|\bget_model\b|create_weights|process_weights_after_loading|safetensors|load_state_dict")),
+    ("multimodal", rx.compile(r"vision|visual|get_image_feature|mm_utils|multimodal|pixel_values|siglip|encode_images|image_encoder|\bvit\b|processor")),
+    ("dist_init", rx.compile(r"init_distributed_environment|init_torch_distributed|initialize_model_parallel|init_process_group|ncclCommInitRank|pynccl")),
+    ("prefill", rx.compile(r"forward_extend|prefill|run_batch.*extend")),
+    ("decode", rx.compile(r"forward_decode|decode_step")),
 ]
 
 CATEGORY = {
@@ -62,7 +62,7 @@ def from_frames(frames: list[Frame]) -> str | None:
     text = " ".join(f"{f.file} {f.func} {f.code}" for f in frames)
     for phase, pattern in FRAME_RULES:
         if pattern.search(text):
-            if phase == "kv_pool" and re.search(r"[Mm]amba", text):
+            if phase == "kv_pool" and ("mamba" in text or "Mamba" in text):
                 return "mamba"
             return phase
     return None

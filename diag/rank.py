@@ -37,7 +37,15 @@ def _complete(ctx: Context, facts) -> bool:
     for ev in ctx.events[:3]:
         ctx.evidence(ev, role="trigger")
     for name in rule.remedy:
-        keep = REMEDIES[name](ctx)
+        try:
+            keep = REMEDIES[name](ctx)
+        except (ValueError, TypeError, OverflowError, ZeroDivisionError, ArithmeticError):
+            # a number in the log that the remedy could not read (5,000 digits, '1.2.3', inf):
+            # the finding stands, without the arithmetic that needed it
+            note = "some numbers in the log could not be read, so the fix is not computed from them"
+            if note not in finding.confidence_notes:
+                finding.confidence_notes.append(note)
+            continue
         if keep is False:  # the helper found that this rule does not apply after all
             return False
     for spec in rule.fix:

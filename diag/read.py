@@ -1,23 +1,43 @@
-"""Open an input (file, '-', gzip/xz/bz2), refuse what is not text, stream its lines.
+"""Open an input (file, '-', gzip/xz/bz2), refuse what is not text, stream its lines, bounded.
 
-Lines are yielded one at a time, decoded as UTF-8 with invalid bytes replaced (UTF-16
-with a BOM is honoured); over-long lines are cut at MAX_LINE characters and the rest is
-skipped without being held in memory.
+Lines are yielded one at a time, decoded as UTF-8 with invalid bytes replaced (UTF-16 and
+UTF-32 with a BOM, and UTF-16 without one, are honoured); over-long lines are cut at
+MAX_LINE characters and the rest is skipped without being held in memory.
+
+Everything is bounded, whatever the input is:
+- a regular file is read up to the size it had when it was opened (a log that is still being
+  written, even faster than it is read, ends there);
+- at most `Limits.max_bytes` bytes of text (after decompression: a decompression bomb stops
+  at the cap) and `Limits.max_lines` lines are read; reaching a cap adds a note to the input
+  and the diagnosis is made on what was read;
+- character devices (`/dev/zero`), FIFOs and sockets are refused, except standard input;
+- a compressed body that turns corrupt after some text ends the input there with a note; one
+  that is corrupt from the start is an input error;
+- binary data (NUL-heavy, control characters) is refused.
 """
 from __future__ import annotations
 
 import io
 import os
+import stat
 import sys
 from dataclasses import dataclass, field
 from typing import BinaryIO, Iterator
 
 MAX_LINE = 256 * 1024
 HEAD_BYTES = 64 * 1024
+DEFAULT_MAX_BYTES = 1 << 30       # 1 GiB of text per input
+DEFAULT_MAX_LINES = 2_000_000     # lines per input
 
 
 class InputError(Exception):
     """A one-line, user-facing reason why an input cannot be read (exit code 2)."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_bytes: int = DEFAULT_MAX_BYTES
+    max_lines: int = DEFAULT_MAX_LINES
 
 
 @dataclass
@@ -28,19 +48,105 @@ class Opened:
     encoding: str
     size: int | None
     notes: list[str] = field(default_factory=list)
+    limits: Limits = field(default_factory=Limits)
+    packed: str | None = None  # gzip | xz | bzip2
 
 
-def _decompress(raw: BinaryIO, head: bytes, name: str) -> tuple[BinaryIO, str | None]:
+def _decompress_errors() -> tuple[type[BaseException], ...]:
+    return (OSError, EOFError, CorruptData)
+
+
+def _sniff_packed(head: bytes) -> str | None:
     if head[:2] == b"\x1f\x8b":
-        import gzip
-        return gzip.GzipFile(fileobj=raw), "gzip"
+        return "gzip"
     if head[:6] == b"\xfd7zXZ\x00":
-        import lzma
-        return lzma.LZMAFile(raw), "xz"
-    if head[:3] == b"BZh":
+        return "xz"
+    # 'BZh' alone is three letters a text log can start with: ask for the block magic too
+    if head[:3] == b"BZh" and head[3:4] in b"123456789" and head[4:10] in (b"1AY&SY", b"\x17rE8P\x90"):
+        return "bzip2"
+    return None
+
+
+class CorruptData(Exception):
+    """A compressed body that cannot be decoded (any codec's error, with its message)."""
+
+
+class _Decompressing(io.RawIOBase):
+    """gzip / xz / bzip2, decoded incrementally: output bounded per read (a bomb never expands in
+    memory), concatenated members followed, and the text before a corrupt spot kept."""
+
+    # compressed bytes per step: small at first, so that the text before an early corrupt spot
+    # is kept, then larger
+    FIRST_CHUNK, MAX_CHUNK = 128, 16 * 1024
+
+    def __init__(self, src: BinaryIO, packed: str):
+        self._src, self._packed = src, packed
+        self._d = self._new()
+        self._input_done = False
+        self._done = False
+        self._members = 0
+        self._chunk = self.FIRST_CHUNK
+        self._pending = b""
+
+    def _new(self):
+        if self._packed == "gzip":
+            import zlib
+            return zlib.decompressobj(16 + zlib.MAX_WBITS)
+        if self._packed == "xz":
+            import lzma
+            return lzma.LZMADecompressor()
         import bz2
-        return bz2.BZ2File(raw), "bzip2"
-    return raw, None
+        return bz2.BZ2Decompressor()
+
+    def readable(self) -> bool:
+        return True
+
+    def _feed(self) -> bytes:
+        if self._pending:  # what followed the end of the last member
+            data, self._pending = self._pending, b""
+            return data
+        if self._input_done:
+            return b""
+        data = self._src.read(self._chunk)
+        self._chunk = min(self.MAX_CHUNK, self._chunk * 2)
+        if not data:
+            self._input_done = True
+        return data
+
+    def readinto(self, b) -> int:
+        want = len(b)
+        while not self._done:
+            out = self._step(want)
+            if out:
+                b[: len(out)] = out
+                return len(out)
+        return 0
+
+    def _step(self, want: int) -> bytes:
+        d = self._d
+        try:
+            if self._packed == "gzip":
+                out = d.decompress(d.unconsumed_tail or self._feed(), want)
+            else:
+                out = d.decompress(self._feed() if d.needs_input else b"", want)
+        except Exception as exc:  # zlib.error, lzma.LZMAError, OSError (bz2): all mean corrupt data
+            self._done = True
+            raise CorruptData(_reason(exc)) from None
+        if d.eof:  # end of one member: another may follow (concatenated .gz, multi-stream .xz/.bz2)
+            self._members += 1
+            rest = d.unused_data or self._feed()
+            if rest.strip(b"\0"):
+                self._d = self._new()
+                self._pending = rest
+            else:
+                self._done = True  # the end, or tar-style zero padding
+            return out
+        if not out and self._input_done and not self._pending:
+            pending = d.unconsumed_tail if self._packed == "gzip" else not d.needs_input
+            if not pending:
+                self._done = True
+                raise CorruptData("the compressed data ends before its end marker (cut short?)")
+        return out
 
 
 class _Peek(io.RawIOBase):
@@ -63,6 +169,74 @@ class _Peek(io.RawIOBase):
         return len(data)
 
 
+class _Upto(io.RawIOBase):
+    """At most `limit` bytes of the source (the size a file had when it was opened)."""
+
+    def __init__(self, raw: BinaryIO, limit: int):
+        self._raw, self._left = raw, limit
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        if self._left <= 0:
+            return 0
+        data = self._raw.read(min(len(b), self._left))
+        b[: len(data)] = data
+        self._left -= len(data)
+        return len(data)
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
+
+
+class _Guarded(io.RawIOBase):
+    """The text bytes of an input: decompression errors end it with a note; the byte cap ends it."""
+
+    def __init__(self, source: BinaryIO, opened: "Opened", already: int):
+        self._src, self._opened, self.count = source, opened, already
+        self.capped = False
+        self._errors = _decompress_errors()
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        left = self._opened.limits.max_bytes - self.count
+        if left <= 0:
+            if not self.capped:
+                self.capped = True
+                self._opened.notes.append(
+                    f"stopped reading at the cap of {_size(self._opened.limits.max_bytes)} of text (--max-bytes); "
+                    "the diagnosis is on what was read")
+            return 0
+        try:
+            data = self._src.read(min(len(b), left))
+        except self._errors as exc:
+            what = f"{self._opened.packed} data" if self._opened.packed else "the input"
+            self._opened.notes.append(f"{what} is corrupt after {_size(self.count)} ({_reason(exc)}); "
+                                      "the diagnosis is on what was read")
+            return 0
+        if not data:
+            return 0
+        b[: len(data)] = data
+        self.count += len(data)
+        return len(data)
+
+
+def _size(n: int) -> str:
+    for unit, factor in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= factor:
+            return f"{n / factor:.3g} {unit}"
+    return f"{n} bytes"
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0][:120]
+
+
 def _read_head(stream: BinaryIO) -> bytes:
     chunks, total = [], 0
     while total < HEAD_BYTES:
@@ -74,40 +248,116 @@ def _read_head(stream: BinaryIO) -> bytes:
     return b"".join(chunks)
 
 
-def open_input(path: str) -> Opened:
-    """Open a path or '-' for streaming; raise InputError with a one-line reason."""
-    if path == "-":
-        raw: BinaryIO = sys.stdin.buffer
-        name, size = "<stdin>", None
-    else:
-        if not os.path.exists(path):
-            raise InputError(f"{path}: no such file")
-        if os.path.isdir(path):
-            raise InputError(f"{path}: is a directory; give the log files inside it (e.g. {path.rstrip('/')}/*.log)")
+def _read_head_tolerant(stream: BinaryIO) -> tuple[bytes, BaseException | None]:
+    """The head of a decompressed stream and the error that cut it, if any."""
+    chunks, total = [], 0
+    errors = _decompress_errors()
+    while total < HEAD_BYTES:
         try:
-            raw = open(path, "rb")
+            data = stream.read(min(8192, HEAD_BYTES - total))
+        except errors as exc:
+            return b"".join(chunks), exc
+        if not data:
+            break
+        chunks.append(data)
+        total += len(data)
+    return b"".join(chunks), None
+
+
+def _kind_refused(mode: int) -> str | None:
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return None
+
+
+def _open_stdin() -> BinaryIO:
+    stdin = sys.stdin
+    try:
+        if stdin is None or stdin.closed:
+            raise ValueError
+        raw = stdin.buffer
+        os.fstat(raw.fileno())
+    except (ValueError, OSError, AttributeError):
+        raise InputError("<stdin>: standard input is closed") from None
+    return raw
+
+
+def open_input(path: str, limits: Limits | None = None) -> Opened:
+    """Open a path or '-' for streaming; raise InputError with a one-line reason."""
+    limits = limits or Limits()
+    size: int | None = None
+    if path == "-":
+        raw: BinaryIO = _open_stdin()
+        name = "<stdin>"
+    else:
+        name = display_name(path)
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            raise InputError(f"{name}: no such file") from None
         except PermissionError:
-            raise InputError(f"{path}: permission denied") from None
+            raise InputError(f"{name}: permission denied") from None
+        except (OSError, ValueError) as exc:
+            raise InputError(f"{name}: cannot open ({getattr(exc, 'strerror', None) or exc})") from None
+        if stat.S_ISDIR(st.st_mode):
+            raise InputError(f"{name}: is a directory; give the log files inside it (e.g. {name.rstrip('/')}/*.log)")
+        refused = _kind_refused(st.st_mode)
+        if refused:
+            raise InputError(f"{name}: is {refused}, not a file; to read a stream, pipe it to standard input "
+                             f"(… | diag analyze -)")
+        try:
+            f = open(path, "rb")
+            size = os.fstat(f.fileno()).st_size
+        except PermissionError:
+            raise InputError(f"{name}: permission denied") from None
         except OSError as exc:
-            raise InputError(f"{path}: cannot open ({exc.strerror or exc})") from None
-        name, size = path, os.path.getsize(path)
+            raise InputError(f"{name}: cannot open ({exc.strerror or exc})") from None
+        raw = _Upto(f, size)
+    opened = Opened(name=name, stream=raw, head=b"", encoding="utf-8", size=size, limits=limits)
     try:
         head = _read_head(raw)
-        stream, packed = _decompress(_Peek(head, raw), head, name)
-        notes = []
-        if packed:
-            head = _read_head(stream)
-            stream = _Peek(head, stream)
-            notes.append(f"{packed}-compressed")
-    except (OSError, EOFError) as exc:
-        raise InputError(f"{name}: cannot read ({exc})") from None
+    except OSError as exc:
+        raise InputError(f"{name}: cannot read ({exc.strerror or exc})") from None
+    packed = _sniff_packed(head)
+    stream: BinaryIO = _Peek(head, raw)
+    if packed:
+        opened.packed = packed
+        inner: BinaryIO = _Decompressing(stream, packed)
+        head, error = _read_head_tolerant(inner)
+        if error is not None and not head:
+            raise InputError(f"{name}: {packed} data is corrupt ({_reason(error)})")
+        opened.notes.append(f"{packed}-compressed")
+        if error is not None:
+            opened.notes.append(f"{packed} data is corrupt after {_size(len(head))} ({_reason(error)}); "
+                                "the diagnosis is on what was read")
+            inner = io.BytesIO(b"")
+        stream = _Peek(head, inner)
     encoding = _encoding(head)
     if encoding == "binary":
         raise InputError(f"{name}: binary data, not a text log (give the server's log file or an nvidia-smi output)")
-    return Opened(name=name, stream=stream, head=head, encoding=encoding, size=size, notes=notes)
+    opened.head = head[: limits.max_bytes]
+    opened.encoding = encoding
+    opened.stream = _Guarded(stream, opened, 0)
+    return opened
+
+
+def display_name(path: str) -> str:
+    """A path as text that any output can carry: bytes the file system name could not decode
+    (kept by Python as lone surrogates) are written \\xNN."""
+    try:
+        path.encode("utf-8")
+        return path
+    except UnicodeEncodeError:
+        return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def _encoding(head: bytes) -> str:
+    if head.startswith((b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff")):
+        return "utf-32"
     if head.startswith((b"\xff\xfe", b"\xfe\xff")):
         return "utf-16"
     if head.startswith(b"\xef\xbb\xbf"):
@@ -116,10 +366,11 @@ def _encoding(head: bytes) -> str:
         return "utf-8"
     sample = head[:8192]
     if b"\x00" in sample:
-        # UTF-16 without BOM shows NULs in every other byte of ASCII text
-        if sample[1::2].count(0) > len(sample) * 0.4:
+        # UTF-16 without BOM: NULs in every other byte of ASCII text, and text in the others
+        odd, even = sample[1::2], sample[0::2]
+        if odd.count(0) > len(odd) * 0.4 and even.count(0) < len(even) * 0.1:
             return "utf-16-le"
-        if sample[0::2].count(0) > len(sample) * 0.4:
+        if even.count(0) > len(even) * 0.4 and odd.count(0) < len(odd) * 0.1:
             return "utf-16-be"
         return "binary"
     control = sum(1 for b in sample if b < 32 and b not in (9, 10, 12, 13, 27))
@@ -127,14 +378,22 @@ def _encoding(head: bytes) -> str:
 
 
 def iter_lines(opened: Opened) -> Iterator[str]:
-    """Decoded lines without line endings; CRLF and CR are handled; long lines are cut."""
-    text = io.TextIOWrapper(io.BufferedReader(opened.stream, 1 << 20) if not isinstance(opened.stream, io.BufferedIOBase) else opened.stream,
-                            encoding=opened.encoding, errors="replace", newline=None)
+    """Decoded lines without line endings; CRLF and CR are handled; long lines are cut; caps honoured."""
+    stream = opened.stream
+    buffered = stream if isinstance(stream, io.BufferedIOBase) else io.BufferedReader(stream, 1 << 20)
+    text = io.TextIOWrapper(buffered, encoding=opened.encoding, errors="replace", newline=None)
     cut = 0
+    n = 0
+    max_lines = opened.limits.max_lines
     try:
         while True:
             line = text.readline(MAX_LINE)
             if not line:
+                break
+            n += 1
+            if n > max_lines:
+                opened.notes.append(f"stopped reading at the cap of {max_lines:,} lines (--max-lines); "
+                                    "the diagnosis is on what was read")
                 break
             if line.endswith("\n"):
                 yield line[:-1]
@@ -148,7 +407,7 @@ def iter_lines(opened: Opened) -> Iterator[str]:
                 more = text.readline(MAX_LINE)
                 if not more or more.endswith("\n"):
                     break
-    except (OSError, EOFError) as exc:
-        opened.notes.append(f"reading stopped early: {exc}")
+    except (OSError, EOFError, ValueError) as exc:
+        opened.notes.append(f"reading stopped early: {_reason(exc)}")
     if cut:
         opened.notes.append(f"{cut} line(s) longer than {MAX_LINE // 1024} KiB were cut to their first {MAX_LINE // 1024} KiB")

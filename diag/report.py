@@ -29,14 +29,19 @@ class Evidence:
     role: str = "trigger"  # trigger | context | symptom
     # the lines around it as the input has them: [{"line", "text", "cut"}], `cut` characters left off
     context: list[dict] = field(default_factory=list)
+    # what the parser knows is sensitive in `text`: (start, end, kind), kind one of host, ip,
+    # user, email, pod, path, or a secret's kind (token, password, api-key, ...). Redaction
+    # replaces these first and runs its patterns over the rest as a backstop.
+    spans: list[tuple[int, int, str]] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return {"input": self.input, "line": self.line, "text": self.text, "role": self.role,
-                "context": [dict(c) for c in self.context]}
+                "context": [dict(c) for c in self.context], "spans": [list(s) for s in self.spans]}
 
     @classmethod
     def from_json(cls, d: dict) -> "Evidence":
-        return cls(d["input"], d["line"], d["text"], d.get("role", "trigger"), [dict(c) for c in d.get("context") or []])
+        return cls(d["input"], d["line"], d["text"], d.get("role", "trigger"), [dict(c) for c in d.get("context") or []],
+                   [(int(a), int(b), str(k)) for a, b, k in d.get("spans") or []])
 
 
 @dataclass
@@ -207,8 +212,10 @@ class Report:
         })
 
     def dumps(self, indent: int | None = 2) -> str:
-        """The JSON text (never NaN or Infinity: json refuses them here)."""
-        return json.dumps(self.to_json(), indent=indent, ensure_ascii=False, allow_nan=False)
+        """The JSON text, through diag's one JSON writer: NaN and infinities become null first and
+        json then refuses any left (allow_nan=False); every string is valid UTF-8."""
+        from .jsonout import dumps
+        return dumps(self.to_json(), indent=indent)
 
     @classmethod
     def from_json(cls, d: dict) -> "Report":

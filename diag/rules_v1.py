@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from . import rx
 from .events import Event
 from .report import Evidence, Finding, Fix
 
@@ -171,7 +172,7 @@ def required_literals(src: str) -> list[str] | None:
 
 
 def _pattern(src: str) -> Pattern:
-    return Pattern(re.compile(src), required_literals(src))
+    return Pattern(rx.compile(src), required_literals(src))
 
 
 def load_rule(path: Path) -> Rule:
@@ -226,12 +227,12 @@ class LineMatcher:
                     self.table.append((r.id, group, i, p))
         self.hits: dict[tuple[str, str, int], list[Hit]] = {}
         literals = sorted({lit for *_, p in self.table for lit in (p.literals or [])}, key=len, reverse=True)
-        self._any_literal = re.compile("|".join(re.escape(x) for x in literals) or "(?!)")
+        self._any_literal = rx.compile("|".join(rx.escape(x) for x in literals), register=False) if literals else None
         self._always = [row for row in self.table if row[3].literals is None]
 
     def scan(self, input_index: int, lineno: int, text: str, msg: str) -> bool:
         found = False
-        table = self.table if self._any_literal.search(msg) else self._always
+        table = self.table if self._any_literal is not None and self._any_literal.search(msg) else self._always
         for rid, group, i, p in table:
             m = p.search(msg)
             if m:

@@ -208,3 +208,172 @@ def test_mem_command_usage_error():
     proc = run("mem", "--gpu", "no such gpu", "--", "python", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-8B")
     assert proc.returncode == 2
     one_line_error(proc)
+
+
+# -- issue 10, part 4: the conventions of a command-line tool ------------------------------------
+
+SAMPLE = "samples/qwen36-27b-mtp-extra-buffer.log"
+
+
+def test_a_file_named_like_an_option(tmp_path):
+    f = tmp_path / "-x.log"
+    f.write_bytes((ROOT / SAMPLE).read_bytes())
+    proc = subprocess.run(DIAG + ["analyze", "-x.log"], capture_output=True, cwd=tmp_path, timeout=60)
+    assert proc.returncode == 2
+    err = one_line_error(proc)
+    assert "./-x.log" in err and "--" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["-x.log"]  # no file named 'g' written
+    for argv in (["analyze", "./-x.log"], ["analyze", "--", "-x.log"]):
+        assert subprocess.run(DIAG + argv, capture_output=True, cwd=tmp_path, timeout=60).returncode == 1
+
+
+@pytest.mark.parametrize("argv, hint", [
+    (["analyze", "--formt", "json", SAMPLE], "did you mean --format"),
+    (["analize", SAMPLE], "did you mean `diag analyze`"),
+    (["analyze", SAMPLE, "--format", "jsn"], "'jsn' is not one of"),
+    (["analyze", SAMPLE, "--sglang-version", "0.5.x"], "not an SGLang version"),
+    (["analyze", SAMPLE, "--sglang-version", "7.0"], "outside the SGLang releases"),
+    (["analyze", SAMPLE, "--ignore", "SGL-OOM-02"], "did you mean SGL-OOM-0"),
+    (["analyze", SAMPLE, "--select", "oomm"], "did you mean oom"),
+    (["rules", "list", "--format", "markdown"], "writes --format text or json"),
+    (["mem", "--format", "html", "--", "python"], "writes --format text or json"),
+    (["flags", "check", "--", "vllm", "serve", "Qwen/Qwen3-8B"], "vLLM command, not an SGLang one"),
+    (["rules", "show", "SGL-OOM-0001"], "did you mean"),
+])
+def test_usage_errors_are_one_line(argv, hint):
+    proc = run(*argv)
+    assert proc.returncode == 2
+    assert hint in one_line_error(proc)
+
+
+def test_output_dash_is_stdout_and_an_input_is_never_overwritten(tmp_path):
+    log = tmp_path / "server.log"
+    log.write_bytes((ROOT / SAMPLE).read_bytes())
+    proc = run("analyze", str(log), "--format", "json", "-o", "-")
+    assert proc.returncode == 1 and json.loads(proc.stdout)["status"] == "findings"
+    assert not (ROOT / "-").exists()
+    for flag in ("-o", "--html"):
+        proc = run("analyze", str(log), flag, str(log))
+        assert proc.returncode == 2 and "is one of the inputs" in one_line_error(proc)
+        assert log.read_bytes() == (ROOT / SAMPLE).read_bytes()
+    link = tmp_path / "link.log"
+    link.symlink_to(log)
+    assert run("analyze", str(log), "-o", str(link)).returncode == 2
+
+
+def test_closed_and_full_streams():
+    closed = subprocess.run(" ".join(DIAG + ["analyze", SAMPLE]) + " >&-", shell=True, cwd=ROOT, capture_output=True, timeout=60)
+    assert closed.returncode == 2 and b"standard output is closed" in closed.stderr
+    if os.path.exists("/dev/full"):
+        full = subprocess.run(" ".join(DIAG + ["analyze", SAMPLE]) + " > /dev/full", shell=True, cwd=ROOT, capture_output=True, timeout=60)
+        assert full.returncode == 2 and b"No space left" in full.stderr
+    head = subprocess.run(" ".join(DIAG + ["analyze", SAMPLE]) + " | head -1", shell=True, cwd=ROOT, capture_output=True, timeout=60)
+    assert head.stderr == b""
+
+
+def test_piped_stdin_needs_no_dash():
+    proc = run("analyze", "--format", "json", stdin=(ROOT / SAMPLE).read_bytes())
+    assert proc.returncode == 1 and json.loads(proc.stdout)["inputs"][0]["path"] == "<stdin>"
+
+
+def test_version_flag():
+    for flag in ("--version", "-V"):
+        proc = run(flag)
+        assert proc.returncode == 0 and proc.stdout.decode().startswith("diag ")
+
+
+def test_exit_codes_stay_in_0_to_3_on_an_internal_error(tmp_path):
+    """A bug is one line and exit 3 (nothing concluded), never 4 or a traceback."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from hostile import diag
+    import diag.cli.analyze as A
+    original = A.render
+    A.render = lambda *a, **k: 1 / 0
+    try:
+        r = diag("analyze", SAMPLE)
+    finally:
+        A.render = original
+    assert r.code == 3 and r.err.startswith("diag: internal error") and len(r.err.splitlines()) == 1
+
+
+def test_quiet_verbose_and_color(tmp_path):
+    out = tmp_path / "r.txt"
+    quiet = run("analyze", SAMPLE, "-q", "-o", str(out))
+    assert quiet.stderr == b""
+    loud = run("-v", "analyze", str(tmp_path / ".." / out.parent.name / "r.txt"), "-o", str(tmp_path / "r2.txt"))
+    assert b"wrote" in loud.stderr
+    forced = run("analyze", SAMPLE, env={"FORCE_COLOR": "1", "NO_COLOR": ""})
+    assert b"\x1b[" in forced.stdout
+    never = run("--color", "never", "analyze", SAMPLE, env={"FORCE_COLOR": "1", "NO_COLOR": ""})
+    assert b"\x1b[" not in never.stdout
+    always = run("--color", "always", "analyze", SAMPLE)
+    assert b"\x1b[" in always.stdout
+
+
+def test_config_file_and_cli_override(tmp_path):
+    log = tmp_path / "server.log"
+    log.write_bytes((ROOT / SAMPLE).read_bytes())
+    (tmp_path / "pyproject.toml").write_text('[tool.diag]\nignore = ["SGL-OOM-002"]\nfail-on = "critical"\n')
+    sub = tmp_path / "deep" / "er"
+    sub.mkdir(parents=True)
+    base = subprocess.run(DIAG + ["analyze", str(log), "--format", "json"], capture_output=True, cwd=ROOT, timeout=60)
+    cfg = subprocess.run(DIAG + ["analyze", str(log), "--format", "json"], capture_output=True, cwd=sub, timeout=60)
+    rules = lambda p: [f["rule"] for f in json.loads(p.stdout)["findings"]]  # noqa: E731
+    assert "SGL-OOM-002" in rules(base) and "SGL-OOM-002" not in rules(cfg)
+    (tmp_path / ".diag.toml").write_text('fail-on = "never"\n')  # .diag.toml wins in the same folder
+    assert subprocess.run(DIAG + ["analyze", str(log)], capture_output=True, cwd=sub, timeout=60).returncode == 0
+    over = subprocess.run(DIAG + ["analyze", str(log), "--fail-on", "info"], capture_output=True, cwd=sub, timeout=60)
+    assert over.returncode == 1  # the command line overrides the config
+    (tmp_path / ".diag.toml").write_text('fail_onn = "never"\n')
+    bad = subprocess.run(DIAG + ["analyze", str(log)], capture_output=True, cwd=sub, timeout=60)
+    assert bad.returncode == 2 and b"did you mean 'fail_on'" in bad.stderr
+
+
+def test_select_and_ignore():
+    only = json.loads(run("analyze", SAMPLE, "--format", "json", "--select", "oom").stdout)
+    assert only["findings"] and all(f["category"].startswith("oom") for f in only["findings"])
+    none = run("analyze", SAMPLE, "--format", "json", "--select", "env")
+    assert json.loads(none.stdout)["findings"] == [] and none.returncode == 0
+
+
+def test_sarif_and_github_annotations():
+    sarif = json.loads(run("analyze", SAMPLE, "--format", "sarif").stdout)
+    assert sarif["version"] == "2.1.0" and sarif["runs"][0]["tool"]["driver"]["name"] == "diag"
+    res = sarif["runs"][0]["results"][0]
+    assert res["ruleId"].startswith("SGL-") and res["level"] == "error"
+    loc = res["locations"][0]["physicalLocation"]
+    assert loc["artifactLocation"]["uri"].endswith(".log") and loc["region"]["startLine"] >= 1
+    rule_ids = [r["id"] for r in sarif["runs"][0]["tool"]["driver"]["rules"]]
+    assert all(r["ruleIndex"] == rule_ids.index(r["ruleId"]) for r in sarif["runs"][0]["results"])
+    gh = run("analyze", SAMPLE, "--format", "github").stdout.decode().splitlines()
+    assert gh[0].startswith("::error file=") and ",line=" in gh[0] and "::" in gh[0][2:]
+    assert all("\n" not in l for l in gh)
+
+
+def test_completion_is_offered():
+    proc = run("--show-completion", "bash", env={"SHELL": "/bin/bash"})
+    assert proc.returncode == 0 and b"complete" in proc.stdout
+
+
+def test_non_utf8_file_name_in_every_format(tmp_path):
+    name = os.fsdecode(b"bad\xff.log")
+    path = tmp_path / name
+    path.write_bytes((ROOT / SAMPLE).read_bytes())
+    for fmt in ("html", "json", "markdown", "text", "sarif"):
+        out = tmp_path / f"out.{fmt}"
+        proc = subprocess.run(DIAG + ["analyze", os.fsencode(path), "--format", fmt, "-o", str(out)], capture_output=True, timeout=60)
+        assert proc.returncode == 1, proc.stderr
+        text = out.read_text(encoding="utf-8")
+        assert "bad\\xff.log" in text.replace("\\\\", "\\") or (fmt == "sarif" and "bad%5Cxff.log" in text)
+
+
+def test_startup_stays_light():
+    """`diag --help` and a small analyze import neither polars nor the renderers' heavy parts."""
+    code = ("import sys; from diag.cli import _run; _run(['analyze', '%s', '-q', '-o', '/dev/null']); "
+            "print(sorted(m for m in ('polars', 'jinja2', 're2', 'hypothesis', 'regex') if m in sys.modules))" % SAMPLE)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, cwd=ROOT, timeout=60)
+    assert proc.stdout.decode().strip() == "['re2']", proc.stdout
+    helps = subprocess.run([sys.executable, "-c", "import sys; from diag.cli import _run; _run(['--help']); "
+                            "print([m for m in ('re2', 'polars', 'jinja2') if m in sys.modules])"],
+                           capture_output=True, cwd=ROOT, timeout=60)
+    assert helps.stdout.decode().strip().endswith("[]")

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .. import knowledge as K
+from ..numbers import to_float
 from .common import QUANT_FLAG_FORMAT
 
 
@@ -148,21 +149,13 @@ def _flag_key(k: str) -> str:
 
 
 def _int(v) -> int | None:
-    if v is None or v is True or v is False or v == "":
-        return None
-    try:
-        return int(float(v))
-    except (TypeError, ValueError):
-        return None
+    """A flag or server_args value as an integer (4096, '4096', '4096.0'); anything else is unknown."""
+    f = to_float(v)
+    return None if f is None else int(f)
 
 
 def _float(v) -> float | None:
-    if v is None or v is True or v is False or v == "":
-        return None
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        return None
+    return to_float(v)
 
 
 def _bool(v) -> bool:

@@ -12,76 +12,83 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from ..events import Event, Frame, Traceback
+from .. import rx
+from ..numbers import to_float, to_int
+
+RE_FIELDS = rx.compile(r"(\w+)=([\d.]+)")
+RE_KILLED_PREFIX = rx.compile(r"^(?:Killed|Aborted|Bus error|Segmentation fault)(?: \(core dumped\))?\s+")
+RE_SGLANG_SERVE = rx.compile(r"\bsglang serve\b")
 
 # "[2025-01-06 02:58:11 TP0] msg", "[... .123 DP1 TP5 EP5] msg" (logs §1)
-PREFIX = re.compile(r"^\[(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)((?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP|CP)\d+)*)\]\s?")
-OLD_PREFIX = re.compile(r"^\[(?:gpu_id|gpu|rank|tp_rank)=(\d+)\]\s?")          # 0.2/0.3 era
-RAY_TAG = re.compile(r"^\[(TP\d+)\]\s")                                         # 0.5.23 Ray actor, before logging
-TORCH_RANK = re.compile(r"^\[rank(\d+)\]:\[([EWIF])\d+ [\d:.]+ [^\]]+\]\s?")   # c10 logging
-PY_LOGGING = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[,.]\d+ - (\w+) - ")   # python logging default
+PREFIX = rx.compile(r"^\[(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)((?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP|CP)\d+)*)\]\s?")
+OLD_PREFIX = rx.compile(r"^\[(?:gpu_id|gpu|rank|tp_rank)=(\d+)\]\s?")          # 0.2/0.3 era
+RAY_TAG = rx.compile(r"^\[(TP\d+)\]\s")                                         # 0.5.23 Ray actor, before logging
+TORCH_RANK = rx.compile(r"^\[rank(\d+)\]:\[([EWIF])\d+ [\d:.]+ [^\]]+\]\s?")   # c10 logging
+PY_LOGGING = rx.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[,.]\d+ - (\w+) - ")   # python logging default
 
-FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+), in (\S+)')
-PYSPY_FRAME = re.compile(r"^\s+(\w+) \(([^():]+\.py):(\d+)\)\s*$")
-EXC_LINE = re.compile(
+FRAME = rx.compile(r'^\s*File "([^"]+)", line (\d+), in (\S+)')
+PYSPY_FRAME = rx.compile(r"^\s+(\w+) \(([^():]+\.py):(\d+)\)\s*$")
+EXC_LINE = rx.compile(
     r"^((?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Fault|Failure|Warning)|Exception|AssertionError|KeyboardInterrupt|StopIteration))"
     r"(?::\s?(.*))?$")
 # a line of Python source (shown unindented when a traceback was pasted without its indentation)
-CODE_LINE = re.compile(r"[:(\[{,=]$|^(?:if|elif|else|for|while|return|raise|with|def|class|try|except|finally|assert|import|from|"
+CODE_LINE = rx.compile(r"[:(\[{,=]$|^(?:if|elif|else|for|while|return|raise|with|def|class|try|except|finally|assert|import|from|"
                        r"yield|await|async|self\.|[a-z_][\w.]*\s*=[^=])")
 # lines printed by the shell or the interpreter itself, never part of an exception message
-STANDALONE = re.compile(r"^(?:Killed|Aborted|Bus error|Segmentation fault|Fatal Python error|nohup:|Exit code:|"
+STANDALONE = rx.compile(r"^(?:Killed|Aborted|Bus error|Segmentation fault|Fatal Python error|nohup:|Exit code:|"
                         r"已杀死|已殺死|Getötet|強制終了)")  # bash's 'Killed' in Chinese, German, Japanese locales
 CHAIN = ("During handling of the above exception", "The above exception was the direct cause")
 
 NUM = r"(\d+(?:\.\d+)?)"
-RE_LOAD_BEGIN = re.compile(r"Load weight begin\. avail mem=" + NUM + " GB")
-RE_LOAD_END = re.compile(r"Load weight end\.(?: elapsed=" + NUM + r" s,)? type=([\w.]+),(?: dtype=([\w.]+),)?(?: (quant=[^,]+(?:, (?:bits|quant_algo|fmt)=[^,]+)*),)? avail mem=" + NUM + r" GB(?:, mem usage=" + NUM + " GB)?")
-RE_DIST_END = re.compile(r"Init torch distributed ends\.(?: elapsed=" + NUM + r" s,)? mem usage=" + NUM + " GB")
-RE_BASELINE = re.compile(r"Memory baseline taken\. mem usage=" + NUM + " GB")
-RE_MAMBA = re.compile(r"Mamba Cache is allocated\. max_mamba_cache_size: (\d+), conv_state size: " + NUM + r"\s?GB, ssm_state size: " + NUM + r"\s?GB"
+RE_LOAD_BEGIN = rx.compile(r"Load weight begin\. avail mem=" + NUM + " GB")
+RE_LOAD_END = rx.compile(r"Load weight end\.(?: elapsed=" + NUM + r" s,)? type=([\w.]+),(?: dtype=([\w.]+),)?(?: (quant=[^,]+(?:, (?:bits|quant_algo|fmt)=[^,]+)*),)? avail mem=" + NUM + r" GB(?:, mem usage=" + NUM + " GB)?")
+RE_DIST_END = rx.compile(r"Init torch distributed ends\.(?: elapsed=" + NUM + r" s,)? mem usage=" + NUM + " GB")
+RE_BASELINE = rx.compile(r"Memory baseline taken\. mem usage=" + NUM + " GB")
+RE_MAMBA = rx.compile(r"Mamba Cache is allocated\. max_mamba_cache_size: (\d+), conv_state size: " + NUM + r"\s?GB, ssm_state size: " + NUM + r"\s?GB"
                       r"(?: intermediate_ssm_state_cache size: " + NUM + r"\s?GB intermediate_conv_window_cache size: " + NUM + r"\s?GB)?")
-RE_KV = re.compile(r"(?:(\w+) )?KV Cache (?:is allocated|VA upper bound)\.(?: dtype: ([\w.]+),)? #tokens: (\d+), (?:K size: " + NUM + r" GB, V size: " + NUM + r" GB|KV size: " + NUM + r" GB)")
-RE_SWA = re.compile(r"Use sliding window memory pool(?: \(all SWA\))?\.(?: full_layer_tokens=(\d+),)? swa_layer_tokens=(\d+)")
-RE_POOL_END = re.compile(r"Memory pool end\. avail mem=" + NUM + " GB")
-RE_GRAPH_BEGIN = re.compile(r"Capture (.*?)(?:cuda graph|CUDA graph|cpu graph|npu graph|graph)(?: begin)?\b.*?begin\..*?avail mem=" + NUM + " GB")
-RE_GRAPH_BEGIN_NOMEM = re.compile(r"Capture (.*?)(?:cuda|CUDA|cpu|npu) graph begin\.")
-RE_GRAPH_END = re.compile(r"Capture (.*?)(?:cuda|CUDA|cpu|npu) graph end\..*?(?:Time elapsed: |elapsed=)" + NUM + r" s[.,]?(?: mem usage=" + NUM + r" GB[.,] avail mem=" + NUM + " GB)?")
-RE_GRAPH_BS = re.compile(r"Capture cuda graph bs \[([\d, ]*)")
-RE_CAPACITY = re.compile(r"max_total_num_tokens=(\d+)")
-RE_KV_DTYPE = re.compile(r"Using KV cache dtype: ([\w.]+)")
-RE_HOST_POOL = re.compile(r"Allocating (?:(\w+) hierarchical KV host pool: (\d+) tokens, )?" + NUM + r" GB host memory")
-RE_KV_FULL = re.compile(r"KV cache pool is full\. Retract requests\. #retracted_reqs: (\d+)|Decode out of memory happened\. #retracted_reqs: (\d+)")
-RE_WATCHDOG = re.compile(r"[Ww]atchdog timeout \((?:self\.)?watchdog_timeout=([\d.]+)")
-RE_SIGQUIT = re.compile(r"Received sigquit from a child process|SIGQUIT received\.")
-RE_SCHED_DEAD = re.compile(r"Rank (\d+) scheduler is dead|Rank (\d+) scheduler died during initialization \(exit code: (-?\d+)\)")
-RE_EXIT_CODE = re.compile(r"^Exit code: (-?\d+)")
-RE_NCCL_VER = re.compile(r"sglang is using nccl==([\d.]+)|NCCL version ([\d.]+)")
-RE_ACCESS = re.compile(r'^(?:INFO:\s+)?[\d.:\[\]a-f]*:?\d* ?- "(?:GET|POST|PUT|DELETE|HEAD|OPTIONS) (\S+) HTTP/[\d.]+" (\d{3})')
-USAGE_FLAG = re.compile(r"\[(--[\w-]+)")
-RE_ARGPARSE = re.compile(r"^(?:[\w./-]+|sglang serve): error: (.+)$")
+RE_KV = rx.compile(r"(?:(\w+) )?KV Cache (?:is allocated|VA upper bound)\.(?: dtype: ([\w.]+),)? #tokens: (\d+), (?:K size: " + NUM + r" GB, V size: " + NUM + r" GB|KV size: " + NUM + r" GB)")
+RE_SWA = rx.compile(r"Use sliding window memory pool(?: \(all SWA\))?\.(?: full_layer_tokens=(\d+),)? swa_layer_tokens=(\d+)")
+RE_POOL_END = rx.compile(r"Memory pool end\. avail mem=" + NUM + " GB")
+RE_GRAPH_BEGIN = rx.compile(r"Capture (.*?)(?:cuda graph|CUDA graph|cpu graph|npu graph|graph)(?: begin)?\b.*?begin\..*?avail mem=" + NUM + " GB")
+RE_GRAPH_BEGIN_NOMEM = rx.compile(r"Capture (.*?)(?:cuda|CUDA|cpu|npu) graph begin\.")
+RE_GRAPH_END = rx.compile(r"Capture (.*?)(?:cuda|CUDA|cpu|npu) graph end\..*?(?:Time elapsed: |elapsed=)" + NUM + r" s[.,]?(?: mem usage=" + NUM + r" GB[.,] avail mem=" + NUM + " GB)?")
+RE_GRAPH_BS = rx.compile(r"Capture cuda graph bs \[([\d, ]*)")
+RE_CAPACITY = rx.compile(r"max_total_num_tokens=(\d+)")
+RE_KV_DTYPE = rx.compile(r"Using KV cache dtype: ([\w.]+)")
+RE_HOST_POOL = rx.compile(r"Allocating (?:(\w+) hierarchical KV host pool: (\d+) tokens, )?" + NUM + r" GB host memory")
+RE_KV_FULL = rx.compile(r"KV cache pool is full\. Retract requests\. #retracted_reqs: (\d+)|Decode out of memory happened\. #retracted_reqs: (\d+)")
+RE_WATCHDOG = rx.compile(r"[Ww]atchdog timeout \((?:self\.)?watchdog_timeout=([\d.]+)")
+RE_SIGQUIT = rx.compile(r"Received sigquit from a child process|SIGQUIT received\.")
+RE_SCHED_DEAD = rx.compile(r"Rank (\d+) scheduler is dead|Rank (\d+) scheduler died during initialization \(exit code: (-?\d+)\)")
+RE_EXIT_CODE = rx.compile(r"^Exit code: (-?\d+)")
+RE_NCCL_VER = rx.compile(r"sglang is using nccl==([\d.]+)|NCCL version ([\d.]+)")
+RE_ACCESS = rx.compile(r'^(?:INFO:\s+)?[\d.:\[\]a-f]*:?\d* ?- "(?:GET|POST|PUT|DELETE|HEAD|OPTIONS) (\S+) HTTP/[\d.]+" (\d{3})')
+USAGE_FLAG = rx.compile(r"\[(--[\w-]+)")
+RE_ARGPARSE = rx.compile(r"^(?:[\w./-]+|sglang serve): error: (.+)$")
 RE_READY = "The server is fired up and ready to roll!"
-RE_PROGRESS = re.compile(r"(?P<what>Loading (?:safetensors|pt|bin|npcache|gguf) checkpoint shards|Multi-thread loading shards|"
+RE_PROGRESS = rx.compile(r"(?P<what>Loading (?:safetensors|pt|bin|npcache|gguf) checkpoint shards|Multi-thread loading shards|"
                          r"Loading weights|Capturing batches)(?: \(bs=\d+ avail_mem=(?P<avail>[\d.]+) GB\))?:\s*\d+%")
-RE_UVICORN = re.compile(r"Uvicorn running on (\S+)")
+RE_UVICORN = rx.compile(r"Uvicorn running on (\S+)")
 
 # OOM numbers (PyTorch >= 2.1 wording, and the older parenthesised one)
 UNIT = {"B": 1 / 2**30, "bytes": 1 / 2**30, "KiB": 1 / 2**20, "MiB": 1 / 1024, "GiB": 1.0, "TiB": 1024.0}
 _Q = r"(\d+(?:\.\d+)?) (GiB|MiB|KiB|TiB|B|bytes)"
-OOM_TRIED = re.compile(r"Tried to allocate " + _Q)
-OOM_TOTAL = re.compile(r"GPU (\d+) has a total capacity of " + _Q + " of which " + _Q + " is free")
-OOM_THIS = re.compile(r"this process has " + _Q + " memory in use")
-OOM_PROC = re.compile(r"Process (\d+) has " + _Q + " memory in use")
-OOM_ALLOC = re.compile(r"Of the allocated memory " + _Q + " is allocated by PyTorch")
-OOM_PRIVATE = re.compile(r"with " + _Q + r" allocated in private pools")
-OOM_RESERVED = re.compile(r"and " + _Q + " is reserved by PyTorch but unallocated")
-OOM_OLD = re.compile(r"\(GPU (\d+); " + _Q + r" total capacity; " + _Q + r" already allocated; " + _Q + r" free; " + _Q + r" reserved in total by PyTorch\)")
+OOM_TRIED = rx.compile(r"Tried to allocate " + _Q)
+OOM_TOTAL = rx.compile(r"GPU (\d+) has a total capacity of " + _Q + " of which " + _Q + " is free")
+OOM_THIS = rx.compile(r"this process has " + _Q + " memory in use")
+OOM_PROC = rx.compile(r"Process (\d+) has " + _Q + " memory in use")
+OOM_ALLOC = rx.compile(r"Of the allocated memory " + _Q + " is allocated by PyTorch")
+OOM_PRIVATE = rx.compile(r"with " + _Q + r" allocated in private pools")
+OOM_RESERVED = rx.compile(r"and " + _Q + " is reserved by PyTorch but unallocated")
+OOM_OLD = rx.compile(r"\(GPU (\d+); " + _Q + r" total capacity; " + _Q + r" already allocated; " + _Q + r" free; " + _Q + r" reserved in total by PyTorch\)")
 OOM_WORDS = ("out of memory", "OutOfMemoryError", "OUT_OF_MEMORY", "CUBLAS_STATUS_ALLOC_FAILED", "cudaErrorMemoryAllocation")
 # SGLang's own KV-token allocator messages say "out of memory" too, but are not device OOMs
-NOT_DEVICE_OOM = re.compile(r"(?:Prefill|Decode) out of memory(?:\. Try to lower| happened)")
+NOT_DEVICE_OOM = rx.compile(r"(?:Prefill|Decode) out of memory(?:\. Try to lower| happened)")
 
 
-def gib(value: str, unit: str) -> float:
-    return float(value) * UNIT[unit]
+def gib(value: str, unit: str) -> float | None:
+    v = to_float(value)
+    return None if v is None else v * UNIT[unit]
 
 
 def parse_oom_numbers(text: str) -> dict:
@@ -90,12 +97,12 @@ def parse_oom_numbers(text: str) -> dict:
     if m := OOM_TRIED.search(text):
         d["tried_gib"] = gib(m[1], m[2])
     if m := OOM_TOTAL.search(text):
-        d["gpu"] = int(m[1])
+        d["gpu"] = to_int(m[1])
         d["total_gib"] = gib(m[2], m[3])
         d["free_gib"] = gib(m[4], m[5])
     if m := OOM_THIS.search(text):
         d["this_process_gib"] = gib(m[1], m[2])
-    procs = [{"pid": int(m[1]), "used_gib": gib(m[2], m[3])} for m in OOM_PROC.finditer(text)]
+    procs = [{"pid": to_int(m[1]), "used_gib": gib(m[2], m[3])} for m in OOM_PROC.finditer(text)]
     if procs:
         d["processes"] = procs
     if m := OOM_ALLOC.search(text):
@@ -105,7 +112,7 @@ def parse_oom_numbers(text: str) -> dict:
     if m := OOM_RESERVED.search(text):
         d["reserved_unallocated_gib"] = gib(m[1], m[2])
     if m := OOM_OLD.search(text):
-        d["gpu"] = int(m[1])
+        d["gpu"] = to_int(m[1])
         d["total_gib"] = gib(m[2], m[3])
         d["allocated_gib"] = gib(m[4], m[5])
         d["free_gib"] = gib(m[6], m[7])
@@ -287,7 +294,7 @@ class LogParser:
                 self.http["last_line"] = lineno
                 if not m[2].startswith(("2", "3")):
                     self.http["errors"] += 1
-                    self._event("http", lineno, text, ts, rank, path=m[1], status=int(m[2]))
+                    self._event("http", lineno, text, ts, rank, path=m[1], status=to_int(m[2]))
                     return "event"
                 return "http"
 
@@ -308,7 +315,7 @@ class LogParser:
             if self._tb is None:
                 self._tb = Traceback(input=self.input, start=lineno, rank=rank, partial_head=True, chained=self._tb_chain_next)
                 self._tb_chain_next = False
-            self._tb.frames.append(Frame(m[1], int(m[2]), m[3]))
+            self._tb.frames.append(Frame(m[1], to_int(m[2]), m[3]))
             self.mark(lineno)
             return "event"
         if stripped.startswith(CHAIN):
@@ -349,7 +356,7 @@ class LogParser:
             if PYSPY_FRAME.match(msg) or stripped.startswith(("Thread ", "Process ", "Python v")) or not stripped:
                 f = PYSPY_FRAME.match(msg)
                 if f:
-                    self._pyspy.data["frames"].append(Frame(f[2], int(f[3]), f[1]))
+                    self._pyspy.data["frames"].append(Frame(f[2], to_int(f[3]), f[1]))
                 self._pyspy.end_line = lineno
                 return "event"
             self._pyspy = None
@@ -377,52 +384,52 @@ class LogParser:
         # start-up milestones and memory lines (logs §3-§7)
         if msg.startswith("Load weight begin"):
             m = RE_LOAD_BEGIN.search(msg)
-            e("milestone", lineno, text, ts, rank, phase="load_begin", avail_gib=float(m[1]) if m else None)
+            e("milestone", lineno, text, ts, rank, phase="load_begin", avail_gib=to_float(m[1]) if m else None)
         elif msg.startswith("Load weight end"):
             m = RE_LOAD_END.search(msg)
             if m:
                 e("milestone", lineno, text, ts, rank, phase="load_end", model_class=m[2], dtype=m[3], quant=m[4],
-                  avail_gib=float(m[5]), usage_gib=float(m[6]) if m[6] else None, elapsed=m[1] is not None)
+                  avail_gib=to_float(m[5]), usage_gib=to_float(m[6]) if m[6] else None, elapsed=m[1] is not None)
             else:
                 e("milestone", lineno, text, ts, rank, phase="load_end")
         elif msg.startswith("Init torch distributed begin") or msg.startswith("Init parallel begin"):
             e("milestone", lineno, text, ts, rank, phase="dist_begin")
         elif msg.startswith(("Init torch distributed ends", "Memory baseline taken", "Init parallel ends")):
             m = RE_DIST_END.search(msg) or RE_BASELINE.search(msg)
-            usage = float(m.groups()[-1]) if m else None
+            usage = to_float(m.groups()[-1]) if m else None
             e("milestone", lineno, text, ts, rank, phase="dist_end", usage_gib=usage, template=msg[:28])
         elif "Mamba Cache is allocated" in msg:
             m = RE_MAMBA.search(msg)
             if m:
-                e("milestone", lineno, text, ts, rank, phase="mamba_alloc", size=int(m[1]), conv_gib=float(m[2]),
-                  ssm_gib=float(m[3]), inter_ssm_gib=float(m[4]) if m[4] else None, inter_conv_gib=float(m[5]) if m[5] else None)
+                e("milestone", lineno, text, ts, rank, phase="mamba_alloc", size=to_int(m[1]), conv_gib=to_float(m[2]),
+                  ssm_gib=to_float(m[3]), inter_ssm_gib=to_float(m[4]) if m[4] else None, inter_conv_gib=to_float(m[5]) if m[5] else None)
         elif "KV Cache is allocated" in msg or "KV Cache VA upper bound" in msg:
             m = RE_KV.search(msg)
             if m:
-                k = float(m[4]) if m[4] else None
-                v = float(m[5]) if m[5] else None
-                kv = float(m[6]) if m[6] else None
-                e("milestone", lineno, text, ts, rank, phase="kv_alloc", label=m[1], dtype=m[2], tokens=int(m[3]),
+                k = to_float(m[4]) if m[4] else None
+                v = to_float(m[5]) if m[5] else None
+                kv = to_float(m[6]) if m[6] else None
+                e("milestone", lineno, text, ts, rank, phase="kv_alloc", label=m[1], dtype=m[2], tokens=to_int(m[3]),
                   k_gib=k, v_gib=v, kv_gib=kv, dtype_field=m[2] is not None)
         elif msg.startswith("Use sliding window memory pool"):
             m = RE_SWA.search(msg)
             if m:
-                e("milestone", lineno, text, ts, rank, phase="swa_split", full_tokens=int(m[1]) if m[1] else None, swa_tokens=int(m[2]))
+                e("milestone", lineno, text, ts, rank, phase="swa_split", full_tokens=to_int(m[1]) if m[1] else None, swa_tokens=to_int(m[2]))
         elif msg.startswith("Memory pool end"):
             m = RE_POOL_END.search(msg)
-            e("milestone", lineno, text, ts, rank, phase="pool_end", avail_gib=float(m[1]) if m else None)
+            e("milestone", lineno, text, ts, rank, phase="pool_end", avail_gib=to_float(m[1]) if m else None)
         elif msg.startswith("Capture "):
             self._graph(lineno, text, ts, rank, msg)
         elif (m := RE_PROGRESS.search(msg)):
             # tqdm progress bars: checkpoint shards being loaded, CUDA graph batches being captured
             if m["what"].startswith("Capturing"):
                 self._event("milestone", lineno, text, ts, rank, phase="graph_begin", role=_graph_role(msg),
-                            avail_gib=float(m["avail"]) if m["avail"] else None, progress=True)
+                            avail_gib=to_float(m["avail"]) if m["avail"] else None, progress=True)
             else:
                 self._event("milestone", lineno, text, ts, rank, phase="load_progress")
         elif msg.startswith("max_total_num_tokens="):
-            fields = dict(re.findall(r"(\w+)=([\d.]+)", msg))
-            e("capacity", lineno, text, ts, rank, **{k: float(v) if "." in v else int(v) for k, v in fields.items()})
+            fields = dict(RE_FIELDS.findall(msg))
+            e("capacity", lineno, text, ts, rank, **{k: to_float(v) if "." in v else to_int(v) for k, v in fields.items()})
         elif RE_READY in msg:
             e("milestone", lineno, text, ts, rank, phase="ready")
         elif msg.startswith("server_args="):
@@ -436,26 +443,26 @@ class LogParser:
             e("milestone", lineno, text, ts, rank, phase="kv_dtype", dtype=m[1] if m else None)
         elif "host memory for hierarchical KV cache" in msg or "hierarchical KV host pool" in msg:
             m = RE_HOST_POOL.search(msg)
-            e("milestone", lineno, text, ts, rank, phase="host_pool", gb=float(m[3]) if m else None)
+            e("milestone", lineno, text, ts, rank, phase="host_pool", gb=to_float(m[3]) if m else None)
         # failure paths (logs §9)
         elif RE_SIGQUIT.search(msg):
             e("signal", lineno, text, ts, rank, signal="sigquit")
         elif "scheduler is dead" in msg or "scheduler died during initialization" in msg:
             m = RE_SCHED_DEAD.search(msg)
-            code = int(m[3]) if m and m[3] else None
+            code = to_int(m[3]) if m and m[3] else None
             e("signal", lineno, text, ts, rank, signal="scheduler_dead", exit_code=code)
         elif RE_EXIT_CODE.match(stripped):
-            e("signal", lineno, text, ts, rank, signal="exit_code", exit_code=int(RE_EXIT_CODE.match(stripped)[1]))
-        elif stripped in ("Killed", "Aborted", "Bus error", "Segmentation fault", "已杀死", "已殺死", "Getötet", "強制終了") or re.match(r"^(?:Killed|Aborted|Bus error|Segmentation fault)(?: \(core dumped\))?\s+", stripped) or "Fatal Python error" in msg:
+            e("signal", lineno, text, ts, rank, signal="exit_code", exit_code=to_int(RE_EXIT_CODE.match(stripped)[1]))
+        elif stripped in ("Killed", "Aborted", "Bus error", "Segmentation fault", "已杀死", "已殺死", "Getötet", "強制終了") or RE_KILLED_PREFIX.match(stripped) or "Fatal Python error" in msg:
             sig = "segfault" if ("Segmentation" in msg) else ("sigbus" if "Bus error" in msg else ("abort" if "Abort" in msg else
                                                                                                      ("fatal" if "Fatal" in msg else "killed")))
             e("signal", lineno, text, ts, rank, signal=sig)
         elif "Initialization failed" in msg:
             e("error", lineno, text, ts, rank, message=msg, source="init_failed")
         elif (m := RE_KV_FULL.search(msg)):
-            e("retract", lineno, text, ts, rank, retracted=int(m[1] or m[2]))
+            e("retract", lineno, text, ts, rank, retracted=to_int(m[1] or m[2]))
         elif (m := RE_WATCHDOG.search(msg)):
-            e("watchdog", lineno, text, ts, rank, timeout_s=float(m[1]))
+            e("watchdog", lineno, text, ts, rank, timeout_s=to_float(m[1]))
         elif msg.startswith("Pyspy dump for PID") or msg.startswith("Pyspy failed"):
             ev = e("watchdog", lineno, text, ts, rank, pyspy="failed" if "failed" in msg else "dump", frames=[])
             if "failed" not in msg:
@@ -468,7 +475,7 @@ class LogParser:
             e("argparse", lineno, text, ts, rank, message=m[1])
         elif stripped.startswith("usage: ") and ("launch_server" in stripped or "sglang" in stripped):
             self._usage = e("argparse", lineno, text, ts, rank, message="", usage=True, usage_flags=USAGE_FLAG.findall(stripped))
-        elif "sglang.launch_server" in msg or "launch_server.py" in msg or re.search(r"\bsglang serve\b", msg):
+        elif "sglang.launch_server" in msg or "launch_server.py" in msg or RE_SGLANG_SERVE.search(msg):
             e("launch", lineno, text, ts, rank, command=stripped)
         elif is_oom_text(msg):
             ev = e("error", lineno, text, ts, rank, message=stripped, source="oom-line")
@@ -484,15 +491,15 @@ class LogParser:
             m = RE_GRAPH_END.search(msg)
             role = _graph_role(msg)
             self._event("milestone", lineno, text, ts, rank, phase="graph_end", role=role,
-                        elapsed_s=float(m[2]) if m and m[2] else None,
-                        usage_gib=float(m[3]) if m and m[3] else None, avail_gib=float(m[4]) if m and m[4] else None)
+                        elapsed_s=to_float(m[2]) if m and m[2] else None,
+                        usage_gib=to_float(m[3]) if m and m[3] else None, avail_gib=to_float(m[4]) if m and m[4] else None)
         elif " begin." in msg or "begin" in msg:
             m = RE_GRAPH_BEGIN.search(msg)
             self._event("milestone", lineno, text, ts, rank, phase="graph_begin", role=_graph_role(msg),
-                        avail_gib=float(m[2]) if m else None)
+                        avail_gib=to_float(m[2]) if m else None)
         elif msg.startswith("Capture cuda graph bs"):
             m = RE_GRAPH_BS.search(msg)
-            sizes = [int(x) for x in m[1].split(",") if x.strip()] if m else []
+            sizes = [n for n in (to_int(x) for x in m[1].split(",") if x.strip()) if n is not None] if m else []
             self._event("milestone", lineno, text, ts, rank, phase="graph_bs", max_bs=max(sizes) if sizes else None)
 
     def _batch(self, lineno, ts, rank, msg) -> None:
@@ -593,10 +600,8 @@ def _f(v: str | None) -> float:
         return NAN
     if v in ("True", "False"):
         return 1.0 if v == "True" else 0.0
-    try:
-        return float(v.rstrip("%"))
-    except ValueError:
-        return NAN
+    f = to_float(v)
+    return NAN if f is None else f
 
 
 def _graph_role(msg: str) -> str:

@@ -9,10 +9,12 @@ that anchor the format (table borders, `-q` keys, CSV header).
 """
 from __future__ import annotations
 
-import re
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from itertools import accumulate
+
+from .. import rx
+from ..numbers import to_float, to_int
 
 
 @dataclass
@@ -110,24 +112,27 @@ def _new(fmt: str) -> SmiSnapshot:
 # Cell values
 
 _NA = frozenset({"", "-", "N/A", "[N/A]", "Not Supported", "[Not Supported]", "ERR!", "Unknown Error"})
-_MIB_RE = re.compile(r"(\d+)\s*(?:MiB|MB)?")
-_PCT_RE = re.compile(r"(\d+(?:\.\d+)?)\s*%?")
+_MIB_RE = rx.compile(r"(\d+)\s*(?:MiB|MB)?")
+_PCT_RE = rx.compile(r"(\d+(?:\.\d+)?)\s*%?")
 _BUS = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]"
+_BUS_RE = rx.compile(_BUS)
+_MIB_VALUE_RE = rx.compile(r"\d+ MiB")
+_PCT_VALUE_RE = rx.compile(r"\d+(?:\.\d+)? %")
 
 
 def _mib(text: str | None) -> int | None:
     m = _MIB_RE.fullmatch(text.strip()) if text else None
-    return int(m[1]) if m else None
+    return to_int(m[1]) if m else None
 
 
 def _int(text: str | None) -> int | None:
     text = (text or "").strip()
-    return int(text) if text.isdigit() else None
+    return to_int(text) if text.isdigit() else None
 
 
 def _pct(text: str | None) -> float | None:
     m = _PCT_RE.fullmatch(text.strip()) if text else None
-    return float(m[1]) if m else None
+    return to_float(m[1]) if m else None
 
 
 def _text(text: str | None) -> str | None:
@@ -156,27 +161,28 @@ def _mig_summary(modes: list[str]) -> str | None:
 # Log prefixes: learn the shape of the text before each line's content (digits may
 # vary, e.g. timestamps) from the lines that anchor a format, then strip it.
 
-_DIGITS_RE = re.compile(r"\d+")
-_BORDER_RE = re.compile(r"[+|][-=]{8,}")
-_Q_ANCHOR_RE = re.compile(r"=+NVSMI LOG=+|(?:Driver Version|KMD Version|Attached GPUs)\s+:")
-_XML_ANCHOR_RE = re.compile(r"<(?:\?xml|!DOCTYPE|/?nvidia_smi_log)")
+_DIGITS_RE = rx.compile(r"\d+")
+_BORDER_RE = rx.compile(r"[+|][-=]{8,}")
+_Q_ANCHOR_RE = rx.compile(r"=+NVSMI LOG=+|(?:Driver Version|KMD Version|Attached GPUs)\s+:")
+_XML_ANCHOR_RE = rx.compile(r"<(?:\?xml|!DOCTYPE|/?nvidia_smi_log)")
 _CSV_FIELD = r"[a-z][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*(?: \[[^\]\[]*\])?"
-_CSV_FIELD_RE = re.compile(_CSV_FIELD)
-_CSV_FIRST_RE = re.compile(rf"(?<![\w.\]])({_CSV_FIELD})\s*$")   # first field, after any prefix
-_DMON_ANCHOR_RE = re.compile(r"#\s*(?:gpu|Date)\b")
+_CSV_FIELD_RE = rx.compile(_CSV_FIELD)
+_CSV_FIRST_RE = rx.compile(rf"(?:^|[^\w.\]])({_CSV_FIELD})\s*$")   # first field, after any prefix
+_DMON_ANCHOR_RE = rx.compile(r"#\s*(?:gpu|Date)\b")
 _PREFIX_ANCHORS = (_BORDER_RE, _Q_ANCHOR_RE, _XML_ANCHOR_RE, None, _DMON_ANCHOR_RE)   # None: CSV header
 
 
-def _shape_re(prefixes: list[str]) -> re.Pattern | None:
+def _shape_re(prefixes: list[str]) -> object | None:
     """A regex matching all the given prefixes (digit runs generalised); None if they differ or are empty."""
     shapes = {_DIGITS_RE.sub("\0", p) for p in prefixes}
     if len(shapes) != 1:
         return None
     shape = shapes.pop()
-    return re.compile(r"\d+".join(map(re.escape, shape.split("\0")))) if shape else None
+    # literals and digit runs only (RE2, not listed: built from the input's own prefixes)
+    return rx.compile(r"\d+".join(map(rx.escape, shape.split("\0"))), register=False) if shape else None
 
 
-def _anchor_at(anchor: re.Pattern | None, line: str) -> int | None:
+def _anchor_at(anchor: object | None, line: str) -> int | None:
     """Where the anchor (None: a CSV header) starts in the line, or None."""
     if anchor is None:
         header = _csv_header_at(line)
@@ -185,7 +191,7 @@ def _anchor_at(anchor: re.Pattern | None, line: str) -> int | None:
     return m.start() if m else None
 
 
-def _learn_prefix(lines: list[str]) -> re.Pattern | None:
+def _learn_prefix(lines: list[str]) -> object | None:
     for anchor in _PREFIX_ANCHORS:
         prefixes = [line[:at] for line in lines if (at := _anchor_at(anchor, line)) is not None]
         if prefixes:
@@ -193,7 +199,7 @@ def _learn_prefix(lines: list[str]) -> re.Pattern | None:
     return None
 
 
-def _rest(line: str, pat: re.Pattern | None) -> str | None:
+def _rest(line: str, pat: object | None) -> str | None:
     """The line without its prefix; None if the line lacks the prefix."""
     if pat is None:
         return line
@@ -204,30 +210,30 @@ def _rest(line: str, pat: re.Pattern | None) -> str | None:
 # ---------------------------------------------------------------------------
 # Shared line patterns
 
-_ERROR_RE = re.compile(
+_ERROR_RE = rx.compile(
     r"NVIDIA-SMI has failed|couldn't communicate with the NVIDIA driver|Failed to initialize NVML"
     r"|No devices were found|Unable to determine the device handle|GPU is lost"
     r"|Driver/library version mismatch")
-_WARNING_RE = re.compile(r"WARNING:", re.IGNORECASE)
-_DATE_RE = re.compile(r"[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\s*$")
-_KV_RE = re.compile(r"^(\s*)([^:]*?\S)\s+:(?:\s+(.*?))?\s*$")   # -q "Key    : value"
-_Q_GPU_RE = re.compile(rf"GPU ({_BUS})")
-_Q_SECTION_RE = re.compile(r"[A-Za-z][\w .()/+-]*")
+_WARNING_RE = rx.compile(r"WARNING:", rx.IGNORECASE)
+_DATE_RE = rx.compile(r"[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\s*$")
+_KV_RE = rx.compile(r"^(\s*)([^:]*?\S)\s+:(?:\s+(.*?))?\s*$")   # -q "Key    : value"
+_Q_GPU_RE = rx.compile(rf"GPU ({_BUS})")
+_Q_SECTION_RE = rx.compile(r"[A-Za-z][\w .()/+-]*")
 
 
 # ---------------------------------------------------------------------------
 # Default table
 
-_BUS_CELL_RE = re.compile(rf"({_BUS})(?:\s+(\S+))?")
-_NAME_CELL_RE = re.compile(r"\s*(\d+)\s+(.*?)\s+(\S+)\s*")     # index, name, persistence/driver model
-_MEM_CELL_RE = re.compile(r"(\d+)\s*Mi?B\s*/\s*(\d+)\s*Mi?B")
-_FAN_CELL_RE = re.compile(r"\s*(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s*/\s*(\S+)\s*")  # fan temp perf usage / cap
-_MIG_ROW_RE = re.compile(r"\s*(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s*")
-_PROC_ROW_RE = re.compile(
+_BUS_CELL_RE = rx.compile(rf"({_BUS})(?:\s+(\S+))?")
+_NAME_CELL_RE = rx.compile(r"\s*(\d+)\s+(.*?)\s+(\S+)\s*")     # index, name, persistence/driver model
+_MEM_CELL_RE = rx.compile(r"(\d+)\s*Mi?B\s*/\s*(\d+)\s*Mi?B")
+_FAN_CELL_RE = rx.compile(r"\s*(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s*/\s*(\S+)\s*")  # fan temp perf usage / cap
+_MIG_ROW_RE = rx.compile(r"\s*(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s*")
+_PROC_ROW_RE = rx.compile(
     r"\s*(\d+)\s+(?:(\d+|N/A)\s+(\d+|N/A)\s+)?(\d+)\s+([CGM](?:\+[CGM])*)\s+(?:(.*?)\s+)?(\S+)\s*")
-_SMI_VER_RE = re.compile(r"NVIDIA-SMI\s+([\w.]+)")
-_DRIVER_RE = re.compile(r"(?:Driver|KMD) Version:\s*([\w.]+)")
-_CUDA_RE = re.compile(r"CUDA(?: UMD)? Version:\s*([\w./]+)")
+_SMI_VER_RE = rx.compile(r"NVIDIA-SMI\s+([\w.]+)")
+_DRIVER_RE = rx.compile(r"(?:Driver|KMD) Version:\s*([\w.]+)")
+_CUDA_RE = rx.compile(r"CUDA(?: UMD)? Version:\s*([\w./]+)")
 
 
 def _cells(line: str) -> list[str] | None:
@@ -264,10 +270,10 @@ def _parse_table(lines: list[str], start_line: int) -> SmiSnapshot | None:
             i += used
             continue
         elif len(cells) >= 4 and (m := _MIG_ROW_RE.fullmatch(cells[0])) and (mem := _MEM_CELL_RE.search(cells[1])):
-            snap.mig_devices.append({"gpu": int(m[1]), "gi": int(m[2]), "ci": int(m[3]), "mig_dev": int(m[4]),
-                                     "memory_used_mib": int(mem[1]), "memory_total_mib": int(mem[2])})
+            snap.mig_devices.append({"gpu": to_int(m[1]), "gi": to_int(m[2]), "ci": to_int(m[3]), "mig_dev": to_int(m[4]),
+                                     "memory_used_mib": to_int(mem[1]), "memory_total_mib": to_int(mem[2])})
         elif len(cells) == 1 and (m := _PROC_ROW_RE.fullmatch(cells[0])):
-            proc = SmiProcess(int(m[1]), int(m[4]), m[6] or "", None, type=m[5],
+            proc = SmiProcess(to_int(m[1]), to_int(m[4]), m[6] or "", None, type=m[5],
                               gi=_int(m[2]), ci=_int(m[3]), line=lineno)
             _used(proc, m[7])
             snap.processes.append(proc)
@@ -291,7 +297,7 @@ def _table_gpu(lines: list[str], i: int, start_line: int) -> tuple[SmiGpu, str, 
     """One GPU row (2 lines before driver 450, 3 after). Returns the GPU, its MIG mode, lines used."""
     c1 = _cells(lines[i])
     m = _NAME_CELL_RE.fullmatch(c1[0])
-    index, name, persist = (int(m[1]), m[2], m[3]) if m else (None, c1[0].strip() or None, "")
+    index, name, persist = (to_int(m[1]), m[2], m[3]) if m else (None, c1[0].strip() or None, "")
     bus = _BUS_CELL_RE.fullmatch(c1[1].strip())
     gpu = SmiGpu(index, name, None, None, bus_id=bus[1], line=start_line + i)
     bad = [label for label, v in (("name", name), ("persistence", persist), ("display", bus[2]),
@@ -303,7 +309,7 @@ def _table_gpu(lines: list[str], i: int, start_line: int) -> tuple[SmiGpu, str, 
     if c2 is not None and len(c2) == 3 and not _BUS_CELL_RE.fullmatch(c2[1].strip()):
         used = 2
         if mem := _MEM_CELL_RE.search(c2[1]):
-            gpu.memory_used_mib, gpu.memory_total_mib = int(mem[1]), int(mem[2])
+            gpu.memory_used_mib, gpu.memory_total_mib = to_int(mem[1]), to_int(mem[2])
         if fan := _FAN_CELL_RE.fullmatch(c2[0]):
             bad += [n for n, v in zip(("fan", "temp", "perf", "power", "power cap"), fan.groups()) if v == "ERR!"]
         elif "ERR!" in c2[0]:
@@ -544,11 +550,11 @@ _CSV_KNOWN = frozenset({
     "pid", "process_name", "used_gpu_memory", "used_memory", "gpu_name", "gpu_uuid", "gpu_bus_id", "gpu_serial"})
 _APPS_FIELDS = frozenset({"pid", "process_name", "used_gpu_memory", "used_memory"})
 _GPU_ALIASES = {"gpu_name": "name", "gpu_uuid": "uuid", "gpu_bus_id": "pci.bus_id"}
-_UNIT_RE = re.compile(r"\s*\[[^\]]*\]$")
-_TS_RE = re.compile(r"\d{4}/\d\d/\d\d \d\d:\d\d:\d\d(?:\.\d+)?")
-_CLOCK_RE = re.compile(r"(\d\d):(\d\d):(\d\d(?:\.\d+)?)$")
-_GPU_NAME_HINT_RE = re.compile(r"NVIDIA|Tesla|GeForce|Quadro|TITAN|GRID|RTX|\b[ABHLTV]\d{2,3}\b")
-_DMON_ROW_RE = re.compile(r"(?:\d{8}\s+\d\d:\d\d:\d\d\s+)?\d+(?:\s+(?:-?\d+(?:\.\d+)?|-))+")
+_UNIT_RE = rx.compile(r"\s*\[[^\]]*\]$")
+_TS_RE = rx.compile(r"\d{4}/\d\d/\d\d \d\d:\d\d:\d\d(?:\.\d+)?")
+_CLOCK_RE = rx.compile(r"(\d\d):(\d\d):(\d\d(?:\.\d+)?)$")
+_GPU_NAME_HINT_RE = rx.compile(r"NVIDIA|Tesla|GeForce|Quadro|TITAN|GRID|RTX|\b[ABHLTV]\d{2,3}\b")
+_DMON_ROW_RE = rx.compile(r"(?:\d{8}\s+\d\d:\d\d:\d\d\s+)?\d+(?:\s+(?:-?\d+(?:\.\d+)?|-))+")
 
 
 def _csv_header_at(line: str) -> tuple[int, list[str]] | None:
@@ -609,12 +615,12 @@ def _guess_header(values: list[str]) -> list[str] | None:
             name = "timestamp"
         elif v.startswith("GPU-"):
             name = "uuid"
-        elif re.fullmatch(_BUS, v):
+        elif _BUS_RE.fullmatch(v):
             name = "pci.bus_id"
-        elif re.fullmatch(r"\d+ MiB", v):
+        elif _MIB_VALUE_RE.fullmatch(v):
             name = f"mib{len(mib)}"
             mib.append(k)
-        elif re.fullmatch(r"\d+(?:\.\d+)? %", v):
+        elif _PCT_VALUE_RE.fullmatch(v):
             name = "utilization.gpu" if "utilization.gpu" not in names else f"col{k}"
         elif v.isdigit() and not names:
             name = "index"
@@ -848,12 +854,12 @@ def _extent(lines: list[str], i: int) -> tuple[int, int] | None:
     return None
 
 
-def _is_blank(line: str, pat: re.Pattern | None) -> bool:
+def _is_blank(line: str, pat: object | None) -> bool:
     rest = _rest(line, pat)
     return not line.strip() or (rest is not None and not rest.strip())
 
 
-def _grow(lines: list[str], i: int, ok, pat: re.Pattern | None, blanks: int, back: bool = True) -> tuple[int, int]:
+def _grow(lines: list[str], i: int, ok, pat: object | None, blanks: int, back: bool = True) -> tuple[int, int]:
     """Widen [i, i+1) over lines accepted by ok(k), bridging up to `blanks` blank lines."""
     n = len(lines)
     start, end = i, i + 1

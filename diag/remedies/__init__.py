@@ -11,6 +11,7 @@ import math
 import re
 
 from .. import flags as F
+from ..numbers import to_float
 from .. import phase as P
 from ..rules_v1 import Context
 
@@ -82,13 +83,13 @@ def _readings(facts):
     for e in facts.events:
         msg = e.data.get("message", "") or ""
         if m := re.search(r"mem_fraction_static=([\d.]+)", msg):
-            r.setdefault("mem_fraction_static", float(m[1]))
+            r.setdefault("mem_fraction_static", to_float(m[1]))
         if m := re.search(r"Raise --mem-fraction-static above ([\d.]+) \(minimum viable = 1 - available/pre = ([\d.]+)\)", msg):
-            r.setdefault("suggested_fraction", float(m[1]))
-            r.setdefault("min_viable_fraction", float(m[2]))
+            r.setdefault("suggested_fraction", to_float(m[1]))
+            r.setdefault("min_viable_fraction", to_float(m[2]))
         if m := re.search(r"total_rest_memory=([\d.]+) GB, mamba_cache_per_req=([\d.]+) MB", msg):
-            r.setdefault("mamba_total_rest_gib", float(m[1]))
-            r.setdefault("mamba_per_req_mib", float(m[2]))
+            r.setdefault("mamba_total_rest_gib", to_float(m[1]))
+            r.setdefault("mamba_per_req_mib", to_float(m[2]))
     known = {k: v for k, v in r.items() if v is not None and k in M.Readings.__dataclass_fields__}
     return M.Readings(**known)
 
@@ -196,20 +197,14 @@ def _add_options(ctx: Context, options, start: int = 1) -> None:
 
 
 def _int(v) -> int | None:
-    try:
-        return int(float(v))
-    except (TypeError, ValueError):
-        return None
+    f = to_float(v)
+    return None if f is None else int(f)
 
 
 def _current_mfs(ctx: Context, b) -> float | None:
     if b is not None and b.mem_fraction_static:
         return b.mem_fraction_static
-    v = ctx.facts.flag("--mem-fraction-static")
-    try:
-        return float(v) if v is not None else None
-    except (TypeError, ValueError):
-        return None
+    return to_float(ctx.facts.flag("--mem-fraction-static"))
 
 
 def _lower_mfs(mfs: float | None) -> str:
@@ -230,10 +225,7 @@ def _half(facts, flag: str, reading: str, default: int) -> int:
 
 
 def _float(v) -> float | None:
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        return None
+    return to_float(v)
 
 
 from . import env_fixes, flag_fixes, memory_fixes, runtime_fixes  # noqa: E402,F401  (register the helpers)

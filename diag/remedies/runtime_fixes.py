@@ -4,6 +4,7 @@ from __future__ import annotations
 import re
 
 from .. import phase as P
+from ..numbers import to_float
 from ..rules_v1 import Context
 from . import remedy, _deployment, _current_mfs, _lower_mfs, _smaller_batches
 
@@ -11,7 +12,7 @@ from . import remedy, _deployment, _current_mfs, _lower_mfs, _smaller_batches
 @remedy
 def watchdog(ctx: Context):
     facts = ctx.facts
-    timeout = ctx.values.get("timeout")
+    timeout = to_float(ctx.values.get("timeout"))
     dumps = [e for e in facts.of_kind("watchdog") if e.data.get("frames")]
     missing = any(e.data.get("pyspy") == "failed" for e in facts.of_kind("watchdog"))
     sentence = f"A scheduler spent more than {float(timeout):.0f} s in one step and the watchdog ended the server." if timeout else \

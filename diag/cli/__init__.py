@@ -1,0 +1,125 @@
+"""Command line: diag analyze | rules | flags check | mem | events | serve | version.
+
+Exit codes (report contract): 0 clean, 1 findings at or above --fail-on, 2 usage error or
+unreadable input, 3 inconclusive (also: diag could not finish, with one line saying why).
+Every error is one line on stderr, never a traceback (DIAG_DEBUG=1 shows it); Ctrl-C is 130.
+
+Adding a subcommand takes one small module and one line here:
+
+    # diag/cli/serve.py
+    from . import common as C
+
+    def register(app):
+        @app.command()
+        def serve(port: int = C.typer.Option(8080, "--port")) -> None:
+            '''Serve reports over HTTP.'''
+            from ..serve import run          # heavy imports inside the command, never at module level
+            raise C.typer.Exit(run(port))
+
+    # below: COMMANDS = [..., "serve"]
+
+The module's `register(app)` adds its commands (or a sub-app); use `C.fail` for one-line
+errors, `C.write_output` for output files (`-o -`, refusing an input as output, full disks),
+`C.FORMAT` / `C.check_format` so that `--format` means the same in every subcommand, and
+`C.settings()` for the config file ([tool.diag] in pyproject.toml or .diag.toml).
+"""
+from __future__ import annotations
+
+import os
+import sys
+from importlib import import_module
+
+from . import common as C
+
+COMMANDS = ["analyze", "rules", "flags", "mem", "events", "serve", "version"]
+
+app = C.typer.Typer(add_completion=True, no_args_is_help=True, pretty_exceptions_enable=False,
+                    context_settings={"help_option_names": ["-h", "--help"]},
+                    help="Root causes, evidence, memory arithmetic and flag fixes for SGLang server failures.")
+
+
+def _version(value: bool) -> None:
+    if value:
+        from .version import version_line
+        C.typer.echo(version_line())
+        raise C.typer.Exit(0)
+
+
+@app.callback()
+def _global(
+    version: bool = C.typer.Option(False, "--version", "-V", is_eager=True, callback=_version, expose_value=True,
+                                   help="Print diag's version and exit."),
+    quiet: bool = C.typer.Option(False, "--quiet", "-q", help="Only the output and errors on stderr, no notes."),
+    verbose: bool = C.typer.Option(False, "--verbose", "-v", help="Notes on stderr: inputs read, caps reached, config used."),
+    color: C.Color = C.typer.Option(C.Color.auto, "--color", help="Colour in text output (FORCE_COLOR / NO_COLOR are honoured)."),
+) -> None:
+    if quiet and verbose:
+        C.fail("--quiet and --verbose cannot be given together")
+    C.STATE.quiet, C.STATE.verbose, C.STATE.color = quiet, verbose, color
+
+
+for _name in COMMANDS:
+    import_module(f".{_name}", __name__).register(app)
+
+from .analyze import exit_code  # noqa: E402,F401 - used by diag.serve: the same exit codes as the CLI
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The entry point: click's usage errors and every exception become one line and an exit code 0-3."""
+    code = _run(sys.argv[1:] if argv is None else argv)
+    _flush()
+    sys.exit(code)
+
+
+def _run(argv: list[str]) -> int:
+    errors = C.click_exceptions()
+    try:
+        code = app(args=argv, prog_name="diag", standalone_mode=False)  # an Exit's code is returned
+        return code if isinstance(code, int) else 0
+    except C.typer.Exit as exc:
+        return exc.exit_code
+    except C.typer.Abort:
+        C.say_error("interrupted")
+        return 130
+    except errors.NoArgsIsHelpError:  # `diag`, `diag rules`: typer has shown the help
+        return 0
+    except errors.UsageError as exc:
+        C.say_error(C.usage_message(exc, argv))
+        return 2
+    except errors.ClickException as exc:
+        C.say_error(exc.format_message())
+        return 2
+    except KeyboardInterrupt:
+        C.say_error("interrupted")
+        return 130
+    except BrokenPipeError:
+        C.silence_stdout()
+        return 0
+    except C.OutputError as exc:
+        C.say_error(str(exc))
+        return 2
+    except OSError as exc:
+        if exc.errno == 28:  # ENOSPC
+            C.say_error(f"cannot write the output: no space left on the device")
+            return 2
+        return _internal(exc)
+    except Exception as exc:  # a bug in diag: one line, the traceback only on request
+        return _internal(exc)
+
+
+def _internal(exc: BaseException) -> int:
+    if os.environ.get("DIAG_DEBUG"):
+        raise exc
+    C.say_error(f"internal error, nothing concluded: {type(exc).__name__}: {str(exc)[:200]} "
+                "(set DIAG_DEBUG=1 for the traceback)", prefix="diag: ")
+    return 3
+
+
+def _flush() -> None:
+    try:
+        if sys.stdout is not None:
+            sys.stdout.flush()
+    except BrokenPipeError:
+        C.silence_stdout()
+    except OSError:
+        pass
