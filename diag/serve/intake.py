@@ -41,6 +41,27 @@ async def send_json(send, status: int, payload: dict, headers: dict | None = Non
     await send({"type": "http.response.body", "body": body})
 
 
+DRAIN_BYTES = 16 << 20     # after an early 413, read (and drop) this much of the body so the client sees the answer
+DRAIN_SECONDS = 2.0
+
+
+async def _drain(receive, limit: int, seconds: float) -> None:
+    """Discard what the client is still sending, bounded in bytes and time: a client that is
+    still writing when the connection closes reads a reset instead of the 413."""
+    got = 0
+    try:
+        async with asyncio.timeout(seconds):
+            while got < limit:
+                message = await receive()
+                if message["type"] != "http.request":
+                    return
+                got += len(message.get("body", b""))
+                if not message.get("more_body"):
+                    return
+    except TimeoutError:
+        return
+
+
 class BodyLimits:
     def __init__(self, app, limit_for: Callable[[str], int], deadline: float, idle: float,
                  on_reject: Callable[[str, str], None]):
@@ -54,7 +75,8 @@ class BodyLimits:
         declared = next((v for k, v in scope.get("headers", []) if k == b"content-length"), None)
         if declared is not None and declared.isdigit() and int(declared) > limit:
             self.on_reject(path, "too_large")
-            return await send_json(send, 413, {"error": str(BodyTooLarge(limit)), "exit_code": 2})
+            await send_json(send, 413, {"error": str(BodyTooLarge(limit)), "exit_code": 2})
+            return await _drain(receive, DRAIN_BYTES, DRAIN_SECONDS)
         loop = asyncio.get_running_loop()
         start = loop.time()
         state = {"received": 0, "done": False}

@@ -21,7 +21,7 @@ def new_ts() -> str:
 
 def post(service: str, body: bytes, content_type: str, headers: dict | None = None) -> httpx.Response:
     h = {"Content-Type": content_type, **sign(body), **(headers or {})}
-    return httpx.post(f"{service}/slack/events", content=body, headers=h, timeout=10)
+    return httpx.post(f"{service}/slack/events", content=body, headers=h, timeout=60)
 
 
 def command(service: str, text: str, channel: str = "C100", response: str = "") -> httpx.Response:
