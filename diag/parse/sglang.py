@@ -7,11 +7,11 @@ sglang-errors.md (summarised in the comments below).
 from __future__ import annotations
 
 import re
-from array import array
 from collections import deque
 from dataclasses import dataclass, field
 
 from ..events import Event, Frame, Traceback
+from .batches import NAN, BatchSeries, ts_seconds as _ts_seconds  # noqa: F401  (re-exported)
 from .. import rx
 from ..numbers import to_float, to_int
 
@@ -122,57 +122,6 @@ def parse_oom_numbers(text: str) -> dict:
 
 def is_oom_text(text: str) -> bool:
     return any(w in text for w in OOM_WORDS) and not NOT_DEVICE_OOM.search(text)
-
-
-@dataclass
-class BatchSeries:
-    """Prefill/decode statistics of one rank, as columns (cheap for millions of lines)."""
-    rank: str | None = None
-    kind: array = field(default_factory=lambda: array("b"))      # 0 prefill, 1 decode
-    line: array = field(default_factory=lambda: array("l"))
-    ts: array = field(default_factory=lambda: array("d"))        # seconds since epoch, nan when absent
-    running: array = field(default_factory=lambda: array("d"))
-    queue: array = field(default_factory=lambda: array("d"))
-    usage: array = field(default_factory=lambda: array("d"))     # token usage (full pool for hybrids)
-    tokens: array = field(default_factory=lambda: array("d"))    # #token / #new-token
-    throughput: array = field(default_factory=lambda: array("d"))
-    mamba_usage: array = field(default_factory=lambda: array("d"))
-    accept_len: array = field(default_factory=lambda: array("d"))
-
-    def __len__(self) -> int:
-        return len(self.kind)
-
-
-NAN = float("nan")
-
-
-_DAY_CACHE: dict[str, float] = {}
-
-
-def _ts_seconds(ts: str | None) -> float:
-    """'2025-01-06 02:58:11(.123)' -> seconds since the epoch (UTC); nan when absent or odd."""
-    if not ts:
-        return NAN
-    day = ts[:10]
-    base = _DAY_CACHE.get(day)
-    try:
-        if base is None:
-            import datetime
-            base = datetime.datetime(int(day[0:4]), int(day[5:7]), int(day[8:10]), tzinfo=datetime.timezone.utc).timestamp()
-            _DAY_CACHE[day] = base
-        return base + int(ts[11:13]) * 3600 + int(ts[14:16]) * 60 + float(ts[17:].replace(",", ".") or 0)
-    except ValueError:
-        return NAN
-
-
-def _batch_fields(msg: str) -> dict[str, str]:
-    """'Decode batch, #running-req: 2, token usage: 0.4, …' -> {'#running-req': '2', 'token usage': '0.4', …}"""
-    out = {}
-    for part in msg.split(", "):
-        key, sep, value = part.rpartition(": ")
-        if sep:
-            out[key.rsplit(". ", 1)[-1]] = value.rstrip(", ")
-    return out
 
 
 class LogParser:
@@ -509,19 +458,7 @@ class LogParser:
             self.first_batch = (lineno, msg)
         if (rank or "") != self._batch_rank:
             return  # one rank's view is enough; others repeat it
-        vals = _batch_fields(msg)
-        b = self.batches
-        decode = msg.startswith("Decode")
-        b.kind.append(1 if decode else 0)
-        b.line.append(lineno)
-        b.ts.append(_ts_seconds(ts))
-        b.running.append(_f(vals.get("#running-req")))
-        b.queue.append(_f(vals.get("#queue-req")))
-        b.usage.append(_f(vals.get("token usage", vals.get("full token usage"))))
-        b.tokens.append(_f(vals.get("#token", vals.get("#full token", vals.get("#new-token")))))
-        b.throughput.append(_f(vals.get("gen throughput (token/s)", vals.get("input throughput (token/s)"))))
-        b.mamba_usage.append(_f(vals.get("mamba usage")))
-        b.accept_len.append(_f(vals.get("accept len")))
+        self.batches.add(lineno, ts, msg)
         if ts:
             self.last_ts = ts
 
@@ -593,15 +530,6 @@ def _catalog():
         return Catalog.open()
     except Exception:  # no catalog (a broken install): the parser still types what it knows
         return None
-
-
-def _f(v: str | None) -> float:
-    if v is None:
-        return NAN
-    if v in ("True", "False"):
-        return 1.0 if v == "True" else 0.0
-    f = to_float(v)
-    return NAN if f is None else f
 
 
 def _graph_role(msg: str) -> str:
