@@ -66,6 +66,30 @@ TAG_CHARS = rx.compile(r"[\[|]")
 NOT_A_TAG = rx.compile(r"^\[\d{4}-|^(?:INFO|WARNING|ERROR|DEBUG)\b|^\s|^\[(?:gpu|TP|DP)")
 
 
+# a line holding nothing but a timestamp: a log viewer's row header pasted between the records
+VIEWER_STAMP = rx.compile(r"^\s*\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\s*$")
+JSON_TEXT_KEYS = ("log", "message", "msg", "MESSAGE", "text")
+
+
+def _json_text(line: str) -> str | None:
+    """The log text of a collector's JSON record ({"log": "...", "stream": ...}), or None."""
+    s = line.strip()
+    if not (s.startswith("{") and s.endswith("}")) or len(s) > 1_000_000:
+        return None
+    import json
+    try:
+        obj = json.loads(s)
+    except ValueError:
+        return None
+    if not isinstance(obj, dict):
+        return None
+    for key in JSON_TEXT_KEYS:
+        v = obj.get(key)
+        if isinstance(v, str):
+            return v.rstrip("\n")
+    return None
+
+
 def _split_embedded(text: str) -> list[str]:
     """A line cut before every SGLang record prefix that follows a space."""
     parts, start = [], 0
@@ -164,9 +188,24 @@ class Cleaner:
         self._strippers: list[Stripper] = list(ALWAYS)
         self._literal: str | None = None
         self._compose: str | None = None
+        self._json = False          # records are JSON objects from a log collector
+        self._viewer = False        # a viewer's timestamp-only lines sit between the records
 
     def _learn(self, sample: list[str]) -> None:
         work = sample
+        nonblank = [l for l in work if l.strip()]
+        if not self.light and nonblank:
+            decoded = [_json_text(l) for l in nonblank]
+            if sum(d is not None for d in decoded) >= max(1, 0.6 * len(nonblank)):
+                self._json = True
+                self.info.removed.append("JSON log records (the text of their log/message field)")
+                work = [d if d is not None else l for d, l in zip(decoded, nonblank)]
+                nonblank = work
+            stamps = sum(1 for l in nonblank if VIEWER_STAMP.match(l))
+            if stamps >= 2 and stamps >= 0.25 * len(nonblank) and stamps < len(nonblank):
+                self._viewer = True
+                self.info.removed.append("a log viewer's timestamp-only lines")
+                work = [l for l in work if not VIEWER_STAMP.match(l)]
         if self.light:
             if _majority(QUOTE_STRIPPER, work):
                 self._strippers.append(QUOTE_STRIPPER)
@@ -198,6 +237,12 @@ class Cleaner:
     def clean_line(self, line: str) -> str | None:
         """The line with prefixes removed, or None for a line that carries no content (a fence)."""
         line = _strip_ansi(line)
+        if self._json:
+            text = _json_text(line)
+            if text is not None:
+                line = _strip_ansi(text)
+        if self._viewer and VIEWER_STAMP.match(line):
+            return None
         for _ in range(3):  # prefixes stack (timestamp + compose + ray)
             before = line
             for stripper in self._strippers:

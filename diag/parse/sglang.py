@@ -27,6 +27,10 @@ TORCH_RANK = rx.compile(r"^\[rank(\d+)\]:\[([EWIF])\d+ [\d:.]+ [^\]]+\]\s?")   #
 PY_LOGGING = rx.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[,.]\d+ - (\w+) - ")   # python logging default
 
 FRAME = rx.compile(r'^\s*File "([^"]+)", line (\d+), in (\S+)')
+FRAME_HEAD = rx.compile(r'^\s*File "([^"]+)", line (\d+), in\s*$')          # the function name wrapped to the next line
+FAULT_FRAME = rx.compile(r'^\s*File "([^"]+)", line (\d+) in (\S+)')       # faulthandler: no comma before "in"
+FAULT_THREAD = rx.compile(r"^(Current thread|Thread) 0x[0-9a-fA-F]+ (?:\[[^\]]*\] )?\(most recent call first\):")
+IDENT_LINE = rx.compile(r"^[A-Za-z_][\w.]*$")
 PYSPY_FRAME = rx.compile(r"^\s+(\w+) \(([^():]+\.py):(\d+)\)\s*$")
 EXC_LINE = rx.compile(
     r"^((?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Fault|Failure|Warning)|Exception|AssertionError|KeyboardInterrupt|StopIteration))"
@@ -157,6 +161,9 @@ class LogParser:
         self._usage: Event | None = None   # an argparse usage block lists the flags that release accepts
         self._batch_rank: str | None = None
         self._catalog = _catalog()
+        self._frame_head: tuple[str, int | None] | None = None   # a frame line whose function is on the next line
+        self._fault: Event | None = None        # a fatal signal whose faulthandler dump follows
+        self._fault_current = False             # inside the dump of the crashing thread
 
     # -- public ------------------------------------------------------------------
     def feed(self, lineno: int, text: str) -> str:
@@ -258,14 +265,23 @@ class LogParser:
             if header:
                 self._event("error", lineno, text, ts, rank, message=header, source="traceback-header")
             return "event"
+        if self._frame_head is not None:
+            file, line_no = self._frame_head
+            self._frame_head = None
+            if IDENT_LINE.match(stripped) and self._tb is not None:
+                self._tb.frames.append(Frame(file, line_no, stripped))
+                return "event"
+        if self._fault is not None:
+            if self._fault_dump(lineno, msg, stripped):
+                return "event"
         m = FRAME.match(msg)
         if m:
-            self._close_exc()
-            if self._tb is None:
-                self._tb = Traceback(input=self.input, start=lineno, rank=rank, partial_head=True, chained=self._tb_chain_next)
-                self._tb_chain_next = False
-            self._tb.frames.append(Frame(m[1], to_int(m[2]), m[3]))
-            self.mark(lineno)
+            self._frame(lineno, rank, m[1], to_int(m[2]), m[3])
+            return "event"
+        m = FRAME_HEAD.match(msg)
+        if m:
+            self._frame(lineno, rank, m[1], to_int(m[2]), None)
+            self._frame_head = (m[1], to_int(m[2]))
             return "event"
         if stripped.startswith(CHAIN):
             self._close_exc()
@@ -273,7 +289,8 @@ class LogParser:
             self._tb_chain_next = True
             return "plain"
         m = EXC_LINE.match(stripped) if stripped[:1].isalpha() else None
-        if m and not msg.startswith((" ", "\t")):
+        if m and (not msg.startswith((" ", "\t")) or (self._tb is not None and m[2] is not None and _exception_name(m[1]))):
+            # an exception line, or one indented under the frames it ends (a paste that kept the indentation)
             self._exception(lineno, text, ts, rank, m[1], m[2] or "")
             return "event"
         if self._tb is not None:
@@ -283,7 +300,11 @@ class LogParser:
                 return "plain"  # source line under a frame
             if not (ts or rank) and CODE_LINE.search(stripped):
                 return "plain"  # an unindented source line in a pasted fragment
-            self._close_tb()   # a new record: the traceback was cut
+            cut = _complete_exception_name(stripped) if len(stripped) >= 6 and IDENT_LINE.match(stripped) \
+                and not _exception_name(stripped) and self._tb.frames else None
+            self._close_tb((lineno, cut) if cut else None)   # a new record (the traceback was cut), or its cut exception name
+            if cut:
+                return "event"
         if self._exc is not None:
             if ts or rank or FRAME.match(msg) or STANDALONE.match(stripped):
                 self._close_exc()
@@ -405,7 +426,9 @@ class LogParser:
         elif stripped in ("Killed", "Aborted", "Bus error", "Segmentation fault", "已杀死", "已殺死", "Getötet", "強制終了") or RE_KILLED_PREFIX.match(stripped) or "Fatal Python error" in msg:
             sig = "segfault" if ("Segmentation" in msg) else ("sigbus" if "Bus error" in msg else ("abort" if "Abort" in msg else
                                                                                                      ("fatal" if "Fatal" in msg else "killed")))
-            e("signal", lineno, text, ts, rank, signal=sig)
+            ev = e("signal", lineno, text, ts, rank, signal=sig)
+            if "Fatal Python error" in msg:
+                self._fault, self._fault_current = ev, False
         elif "Initialization failed" in msg:
             e("error", lineno, text, ts, rank, message=msg, source="init_failed")
         elif (m := RE_KV_FULL.search(msg)):
@@ -462,6 +485,34 @@ class LogParser:
         if ts:
             self.last_ts = ts
 
+    def _frame(self, lineno: int, rank, file: str, line_no: int | None, func: str | None) -> None:
+        self._close_exc()
+        if self._tb is None:
+            self._tb = Traceback(input=self.input, start=lineno, rank=rank, partial_head=True, chained=self._tb_chain_next)
+            self._tb_chain_next = False
+        if func is not None:
+            self._tb.frames.append(Frame(file, line_no, func))
+        self.mark(lineno)
+
+    def _fault_dump(self, lineno: int, msg: str, stripped: str) -> bool:
+        """faulthandler's dump after 'Fatal Python error': the crashing thread's frames go to the signal."""
+        t = FAULT_THREAD.match(stripped)
+        if t:
+            self._fault_current = t[1] == "Current thread"
+            self._fault.end_line = lineno
+            return True
+        f = FAULT_FRAME.match(msg)
+        if f:
+            if self._fault_current:
+                self._fault.data.setdefault("frames", []).append(Frame(f[1], to_int(f[2]), f[3]))
+            self._fault.end_line = lineno
+            return True
+        if not stripped or stripped.startswith(("Extension modules:", "Python runtime state", "<no Python frame>")):
+            return True
+        self._fault = None
+        self._fault_current = False
+        return False
+
     # -- exceptions ------------------------------------------------------------------
     def _exception(self, lineno, text, ts, rank, exc_type, message) -> None:
         self._close_exc()
@@ -506,18 +557,57 @@ class LogParser:
             oom.data.update(nums)
             oom.data["message"] = ev.data["message"]
 
-    def _close_tb(self) -> None:
+    def _close_tb(self, cut_name: tuple[int, str] | None = None) -> None:
         tb = self._tb
         if tb is None:
             return
         self._tb = None
         tb.end = tb.end or tb.start
         self.tracebacks.append(tb)
+        if cut_name is not None:      # 'torch.OutOfMemor' as the last line: the exception, its name cut mid-word
+            lineno, name = cut_name
+            self._tb = tb
+            self._exception(lineno, self._tail[-1][1] if self._tail else name, tb.ts, tb.rank, name, "")
+            self._exc.data["cut"] = True
+            self._close_exc()
+            return
+        earlier = next((e for e in reversed(self.events) if e.kind == "exception" and e.data.get("type")
+                        and not e.data.get("has_traceback") and not e.data.get("frames") and 0 < tb.start - e.line <= 20), None)
+        if earlier is not None and tb.frames:   # 'ValueError: …' first, then the traceback that raised it
+            earlier.data.update(frames=list(tb.frames), tb_start=tb.start, has_traceback=True, partial_head=tb.partial_head)
+            return
         # a cut traceback still says where the process was
         first = self.context.get(tb.start, "")
         self._event("exception", tb.start, first, tb.ts, tb.rank, type=None, message="", frames=list(tb.frames),
                     tb_start=tb.start, partial_head=tb.partial_head, partial_tail=True, has_traceback=True,
                     chained=tb.chained, header=tb.header_text)
+
+
+# exception types a cut name may be completed to, most likely first
+KNOWN_EXCEPTIONS = (
+    "torch.OutOfMemoryError", "torch.cuda.OutOfMemoryError", "torch.distributed.DistBackendError",
+    "torch.distributed.DistNetworkError", "torch.distributed.DistStoreError", "RuntimeError", "ValueError", "AssertionError",
+    "TypeError", "KeyError", "AttributeError", "ImportError", "ModuleNotFoundError", "OSError", "FileNotFoundError",
+    "IndexError", "NotImplementedError", "ConnectionRefusedError", "ConnectionResetError", "TimeoutError", "MemoryError",
+    "subprocess.CalledProcessError", "triton.compiler.errors.CompilationError", "torch._dynamo.exc.BackendCompilerFailed",
+    "safetensors_rust.SafetensorError", "huggingface_hub.errors.RepositoryNotFoundError", "ray.exceptions.RayTaskError",
+    "ray.exceptions.ActorDiedError", "zmq.error.ZMQError", "json.decoder.JSONDecodeError", "PermissionError",
+    "torch.AcceleratorError", "torch.cuda.CudaError",
+)
+
+
+def _exception_name(name: str) -> bool:
+    """A name that reads as an exception class (last part ends like one)."""
+    last = name.rsplit(".", 1)[-1]
+    return bool(last[:1].isupper() and last.endswith(("Error", "Exception", "Exit", "Interrupt", "Fault", "Failure", "Warning"))) \
+        or last in ("Exception", "KeyboardInterrupt", "StopIteration")
+
+
+def _complete_exception_name(prefix: str) -> str | None:
+    for name in KNOWN_EXCEPTIONS:
+        if name.startswith(prefix) or name.rsplit(".", 1)[-1].startswith(prefix):
+            return name
+    return None
 
 
 # catalog event kinds that do not make an event of their own (the parser's milestones cover start-up)

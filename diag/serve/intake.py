@@ -41,7 +41,7 @@ async def send_json(send, status: int, payload: dict, headers: dict | None = Non
     await send({"type": "http.response.body", "body": body})
 
 
-DRAIN_BYTES = 16 << 20     # after an early 413, read (and drop) this much of the body so the client sees the answer
+DRAIN_BYTES = 16 << 20     # before an early 413, read (and drop) this much of the body so the client sees the answer
 DRAIN_SECONDS = 2.0
 
 
@@ -75,8 +75,8 @@ class BodyLimits:
         declared = next((v for k, v in scope.get("headers", []) if k == b"content-length"), None)
         if declared is not None and declared.isdigit() and int(declared) > limit:
             self.on_reject(path, "too_large")
-            await send_json(send, 413, {"error": str(BodyTooLarge(limit)), "exit_code": 2})
-            return await _drain(receive, DRAIN_BYTES, DRAIN_SECONDS)
+            await _drain(receive, DRAIN_BYTES, DRAIN_SECONDS)    # before answering: the server stops reading after it
+            return await send_json(send, 413, {"error": str(BodyTooLarge(limit)), "exit_code": 2})
         loop = asyncio.get_running_loop()
         start = loop.time()
         state = {"received": 0, "done": False}

@@ -2,6 +2,7 @@
 API stub on loopback that the bot's client is pointed at, and helpers to sign requests."""
 from __future__ import annotations
 
+import tempfile
 import contextlib
 import gzip
 import hashlib
@@ -134,3 +135,13 @@ def http(service):
 def clean_stub(stub):
     stub.reset()
     return stub
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_tempdir(tmp_path_factory):
+    """The service's temporary files in a folder of this test session only (other test runs on the
+    same machine create theirs in the system's temporary folder)."""
+    old = tempfile.tempdir
+    tempfile.tempdir = str(tmp_path_factory.mktemp("tmp"))
+    yield
+    tempfile.tempdir = old
