@@ -56,6 +56,8 @@ class Facts:
     state: str = "unknown"
     failure_line: int | None = None
     failure_phase: P.PhaseGuess | None = None
+    failure_event: Event | None = None                # the first typed exception (or failure line) of the log
+    failure_where: P.Where = field(default_factory=P.Where)
     fragment: list[str] = field(default_factory=list)  # why the input looks like a piece of a log
     smi: list = field(default_factory=list)            # SmiSnapshot objects
     http: dict = field(default_factory=dict)
@@ -304,6 +306,12 @@ def _failures(f: Facts) -> None:
     first_fail = failures[0] if failures else None
     if first_fail:
         f.failure_line = first_fail.line
+    typed = [e for e in failures if e.kind == "exception" and e.data.get("type")]
+    f.failure_event = typed[0] if typed else first_fail
+    framed = next((e for e in typed if e.data.get("frames")), None) or \
+        next((e for e in failures if e.data.get("frames")), None)
+    if framed is not None:
+        f.failure_where = P.where(framed.data["frames"])
     for o in f.of_kind("oom"):
         f.ooms.append(_oom_info(f, o, spec))
     target = f.ooms[0].event if f.ooms else first_fail
@@ -517,6 +525,11 @@ def _smi_other(f: Facts) -> list[dict]:
 # Every condition and text placeholder that is not a matched message's field (hit.*) or an
 # explainer's value names one of these paths; the rule loader rejects any other.
 
+def _msg_attr(ev, name: str):
+    m = getattr(ev, "msg", None) if ev is not None else None
+    return getattr(m, name, None) if m is not None else None
+
+
 def _oom0(f: Facts):
     return f.ooms[0] if f.ooms else None
 
@@ -555,6 +568,21 @@ FACT_PATHS: dict[str, tuple[str, object]] = {
     "failure.phase_basis": ("what shows the step: frames, message, milestones, numbers, none",
                             lambda f: f.failure_phase.basis if f.failure_phase else None),
     "failure.line": ("the line of the first failure", lambda f: f.failure_line),
+    "failure.event": ("the first failure (its line is quoted)", lambda f: f.failure_event),
+    "failure.exception": ("the type of the first exception", lambda f: f.failure_event.data.get("type") if f.failure_event else None),
+    "failure.subsystem": ("the part of SGLang the innermost SGLang frame is in (memory pool, CUDA graph runner, "
+                          "speculative worker, Mamba state cache, attention backend, model loader, server-args validation, ...)",
+                          lambda f: f.failure_where.subsystem),
+    "failure.module": ("the module of the innermost SGLang frame", lambda f: f.failure_where.module),
+    "failure.function": ("the function of the innermost SGLang frame", lambda f: f.failure_where.function),
+    "failure.library": ("the library of the first frame below SGLang's (torch, triton, flashinfer, ...)",
+                        lambda f: f.failure_where.library),
+    "failure.message": ("the catalog name or family of the first failure's message",
+                        lambda f: _msg_attr(f.failure_event, "name") or _msg_attr(f.failure_event, "family")),
+    "failure.message_category": ("the category the catalog gives the first failure's message",
+                                 lambda f: _msg_attr(f.failure_event, "category")),
+    "failure.message_component": ("who prints that message (sglang, torch, nccl, ...)",
+                                  lambda f: _msg_attr(f.failure_event, "component")),
     "oom.phase": ("the step of the first device OOM", lambda f: _oom0(f).phase if _oom0(f) else None),
     "oom.basis": ("what shows that step", lambda f: _oom0(f).basis if _oom0(f) else None),
     "oom.event": ("the first device OOM (its line is quoted)", lambda f: _oom0(f).event if _oom0(f) else None),

@@ -15,17 +15,96 @@ from .events import Event, Frame
 PHASES = ("dist_init", "weights", "kv_pool", "mamba", "cuda_graph", "draft", "warmup", "prefill", "decode", "multimodal")
 
 # Most specific first: a draft graph capture is "draft", a vision forward inside a prefill is "multimodal".
+# Each pattern is tried on every frame ("file function source-line"); the first rule any frame matches wins.
 FRAME_RULES: list[tuple[str, object]] = [
-    ("draft", rx.compile(r"eagle_worker|eagle_draft|draft_cuda_graph|speculative/.*(?:worker|draft)|multi_layer_eagle|DraftWorker|draft_worker|init_draft")),
-    ("cuda_graph", rx.compile(r"cuda_graph_runner|graph_runner|init_cuda_graphs|init_device_graphs|capture_one_batch_size|\bcapture\b|prealloc_symmetric_memory|piecewise")),
+    ("draft", rx.compile(r"eagle_worker|eagle_draft|draft_cuda_graph|speculative/.*(?:worker|draft)|multi_layer_eagle|DraftWorker|draft_worker|init_draft|draft_model_runner")),
+    ("cuda_graph", rx.compile(r"cuda_graph_runner|graph_runner|init_cuda_graphs|init_device_graphs|capture_one_batch_size|\bcapture\b|prealloc_symmetric_memory|piecewise|workspace_buffer|init_attention_backend")),
     ("mamba", rx.compile(r"MambaPool|HybridReqToTokenPool|mamba_pool|MambaRadixCache.*__init__|init_mamba")),
-    ("kv_pool", rx.compile(r"init_memory_pool|TokenToKVPool|_create_buffers|profile_max_num_token|kv_cache_configurator|pool_configurator|ReqToTokenPool|memory_pool\.py")),
-    ("weights", rx.compile(r"load_model|load_weights|weight_loader|model_loader|_initialize_model|\bget_model\b|create_weights|process_weights_after_loading|safetensors|load_state_dict")),
-    ("multimodal", rx.compile(r"vision|visual|get_image_feature|mm_utils|multimodal|pixel_values|siglip|encode_images|image_encoder|\bvit\b|processor")),
+    ("kv_pool", rx.compile(r"init_memory_pool|TokenToKVPool|_create_buffers|profile_max_num_token|kv_cache_configurator|pool_configurator|ReqToTokenPool|req_to_token_pool|memory_pool\.py")),
+    # the weights: the loader, or the model being built (a module's constructor, PyTorch's device-context dispatch)
+    ("weights", rx.compile(r"load_model|load_weights|weight_loader|model_loader|_initialize_model|\bget_model\b|create_weights|process_weights_after_loading|safetensors|load_state_dict|"
+                           r"sglang/srt/models/\S+ __init__|torch/utils/_device\.py __torch_function__|cos_sin_cache")),
+    ("multimodal", rx.compile(r"vision|visual|get_image_feature|mm_utils|multimodal|pixel_values|siglip|encode_images|image_encoder|\bvit\b|processor|patch_embed|PatchEmbed")),
     ("dist_init", rx.compile(r"init_distributed_environment|init_torch_distributed|initialize_model_parallel|init_process_group|ncclCommInitRank|pynccl")),
     ("prefill", rx.compile(r"forward_extend|prefill|run_batch.*extend")),
     ("decode", rx.compile(r"forward_decode|decode_step")),
 ]
+
+# The part of SGLang the innermost SGLang frame belongs to (by its file), most specific first.
+SUBSYSTEMS: list[tuple[str, object]] = [
+    ("speculative worker", rx.compile(r"sglang/srt/speculative/")),
+    ("CUDA graph runner", rx.compile(r"graph_runner|/runner/\w*graph|piecewise")),
+    ("Mamba state cache", rx.compile(r"mamba|hybrid_linear_attn")),
+    ("memory pool", rx.compile(r"sglang/srt/mem_cache/|pool_configurator|kv_cache_configurator|model_runner_kv_cache_mixin")),
+    ("attention backend", rx.compile(r"sglang/srt/layers/attention/")),
+    ("MoE layer", rx.compile(r"sglang/srt/layers/moe/")),
+    ("quantization", rx.compile(r"sglang/srt/layers/quantization/")),
+    ("model loader", rx.compile(r"sglang/srt/model_loader/")),
+    ("server-args validation", rx.compile(r"server_args\.py|sglang/srt/arg_groups/")),
+    ("distributed set-up", rx.compile(r"sglang/srt/distributed/|parallel_state")),
+    ("disaggregation", rx.compile(r"sglang/srt/disaggregation/")),
+    ("multimodal processor", rx.compile(r"multimodal|mm_utils|processors/")),
+    ("model", rx.compile(r"sglang/srt/models/")),
+    ("sampler", rx.compile(r"sglang/srt/layers/sampler|sampling/")),
+    ("model runner", rx.compile(r"sglang/srt/model_executor/")),
+    ("tokenizer manager", rx.compile(r"tokenizer_manager|detokenizer")),
+    ("scheduler", rx.compile(r"sglang/srt/managers/")),
+    ("HTTP server", rx.compile(r"sglang/srt/entrypoints/|http_server")),
+    ("kernel", rx.compile(r"sgl_kernel/")),
+]
+# The library a frame below the innermost SGLang frame belongs to.
+LIBRARIES: list[tuple[str, object]] = [
+    ("flashinfer", rx.compile(r"/flashinfer/")), ("triton", rx.compile(r"/triton/")), ("sgl-kernel", rx.compile(r"/sgl_kernel/")),
+    ("deep_gemm", rx.compile(r"/deep_gemm/")), ("transformers", rx.compile(r"/transformers/")),
+    ("safetensors", rx.compile(r"/safetensors/")), ("huggingface_hub", rx.compile(r"/huggingface_hub/")),
+    ("xgrammar", rx.compile(r"/xgrammar/")), ("vllm", rx.compile(r"/vllm/")), ("ray", rx.compile(r"/ray/")),
+    ("torch.distributed", rx.compile(r"torch/distributed/")), ("torch", rx.compile(r"/torch/")),
+]
+
+
+@dataclass
+class Where:
+    """Where an exception was raised: the innermost SGLang frame and the library frame below it."""
+    subsystem: str | None = None
+    module: str | None = None        # sglang.srt.mem_cache.memory_pool
+    function: str | None = None
+    line: int | None = None
+    library: str | None = None
+
+
+def _sglang_tail(path: str) -> str | None:
+    """'…/site-packages/sglang/srt/x.py' -> 'sglang/srt/x.py'; None for a file outside SGLang's package
+    (a virtualenv in a folder named sglang holds torch, not SGLang)."""
+    i = path.rfind("/sglang/")
+    tail = path[i + 1:] if i >= 0 else (path if path.startswith("sglang/") else None)
+    if tail is None or "site-packages/" in tail or "dist-packages/" in tail or "/.venv/" in tail or "/lib/python" in tail:
+        return None
+    return tail
+
+
+UTILITY = rx.compile(r"^sglang/(?:srt/)?utils(?:/|\.py)|/_?utils?\.py$|^sglang/srt/utils/")
+
+
+def where(frames: list[Frame]) -> Where:
+    out = Where()
+    paths = [f.file.replace("\\", "/") for f in frames]
+    tails = [_sglang_tail(p) for p in paths]
+    ours = [i for i in range(len(frames)) if tails[i]]
+    # the innermost SGLang frame that is not a generic helper (raise_error_or_warn, utils)
+    inner = next((i for i in reversed(ours) if not UTILITY.search(tails[i])), ours[-1] if ours else None)
+    if inner is not None:
+        path = paths[inner]
+        out.function, out.line = frames[inner].func, frames[inner].line
+        out.module = tails[inner].removesuffix(".py").replace("/", ".")
+        out.subsystem = next((name for name, pat in SUBSYSTEMS if pat.search(path)), None)
+    below = range(inner + 1, len(frames)) if inner is not None else range(len(frames))
+    for i in below:
+        lib = next((name for name, pat in LIBRARIES if pat.search(paths[i])), None)
+        if lib:
+            out.library = lib
+            break
+    return out
+
 
 CATEGORY = {
     "weights": "oom.weights", "kv_pool": "oom.kv_pool", "mamba": "oom.mamba_state", "cuda_graph": "oom.cuda_graph",
@@ -59,10 +138,10 @@ class PhaseGuess:
 def from_frames(frames: list[Frame]) -> str | None:
     if not frames:
         return None
-    text = " ".join(f"{f.file} {f.func} {f.code}" for f in frames)
+    texts = [f"{f.file.replace(chr(92), '/')} {f.func} {f.code}" for f in frames]
     for phase, pattern in FRAME_RULES:
-        if pattern.search(text):
-            if phase == "kv_pool" and ("mamba" in text or "Mamba" in text):
+        if any(pattern.search(t) for t in texts):
+            if phase == "kv_pool" and any("mamba" in t or "Mamba" in t for t in texts):
                 return "mamba"
             return phase
     return None
