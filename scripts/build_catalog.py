@@ -62,10 +62,13 @@ HEURISTICS: list[tuple[str, str | None, str | None, str | None, str | None, str]
     ("fail", None, None, r"radix cache|extra_buffer|no_buffer|mamba[-_ ](?:scheduler|radix[-_ ]cache)[-_ ]strategy|mamba_track_interval", "config.mamba_strategy", "refusal"),
     ("fail", None, None, r"not enough (?:gpu )?memory|no gpu memory for the kv|memory pool size is too small|max_running_request is zero", "oom.kv_pool", "refusal"),
     ("any", None, None, r"kv cache pool is full\. retract|decode out of memory happened|#retracted_reqs", "oom.runtime_decode", "retract"),
-    ("fail", None, None, r"prefill out of memory", "oom.runtime_prefill", "device_oom"),
-    ("fail", None, None, r"decode out of memory", "oom.runtime_decode", "device_oom"),
+    # SGLang's own token and request-slot allocators say "out of memory" when the KV pool or the slots are
+    # used up: a capacity event, not a device OOM (those are torch's, CUDA's, HIP's ... messages, hand lists)
+    ("fail", None, None, r"prefill out of memory", "oom.runtime_prefill", "capacity"),
+    ("fail", None, None, r"decode out of memory", "oom.runtime_decode", "capacity"),
     ("fail", None, None, r"host memory|pinned memory|/dev/shm|shared memory", "env.host_memory", "host_oom"),
-    ("fail", None, None, r"out of memory|\boom\b", "oom.runtime_prefill", "device_oom"),
+    ("fail", None, None, r"cuda out of memory|outofmemoryerror", "oom.runtime_prefill", "device_oom"),
+    ("fail", None, None, r"out of memory|\boom\b", "oom.runtime_prefill", "capacity"),
     ("fail", r"cuda_graph|graph_runner", None, r"capture|graph", "oom.cuda_graph", "error"),
     ("fail", None, None, r"unbalanced|other processes", "oom.other_process", "refusal"),
     ("fail", None, None, r"other ranks that didn't finish loading", "oom.weights", "model_load_error"),

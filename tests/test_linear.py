@@ -28,7 +28,8 @@ import diag  # noqa: E402
 from diag import rx  # noqa: E402
 
 KB = int(os.environ.get("LINEAR_KB", "16"))
-MS_PER_KB = 4.0          # RE2 takes ~0.1-2 ms per KB here; a backtracking pattern takes seconds at 16 KB
+MS_PER_KB = 20.0         # RE2 takes ~0.1-2 ms of CPU per KB here; a backtracking pattern takes seconds at 16 KB
+# (CPU time of this process, and a wide margin: the suite may share the machine with other work)
 FLOOR_MS = 10.0
 
 # Modules whose `re` patterns meet log text and are the parser/engine rewrite's to move to rx
@@ -116,13 +117,13 @@ def test_pattern_is_linear(reg):
     bound = (FLOOR_MS + MS_PER_KB * KB) / 1000
     worst, what = 0.0, ""
     for text in attacks(reg.pattern, KB * 1024, limit=24):
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         compiled.search(text)
         compiled.search(text, len(text) // 2)
         for n, _ in enumerate(compiled.finditer(text)):
             if n >= 2000:
                 break
-        took = time.perf_counter() - t0
+        took = time.process_time() - t0
         if took > worst:
             worst, what = took, text[:30]
     assert worst < bound, f"{worst * 1000:.0f} ms on {what!r}… ({KB} KB)"

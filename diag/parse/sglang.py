@@ -78,14 +78,22 @@ RE_UVICORN = rx.compile(r"Uvicorn running on (\S+)")
 UNIT = {"B": 1 / 2**30, "bytes": 1 / 2**30, "KiB": 1 / 2**20, "MiB": 1 / 1024, "GiB": 1.0, "TiB": 1024.0}
 _Q = r"(\d+(?:\.\d+)?) (GiB|MiB|KiB|TiB|B|bytes)"
 OOM_TRIED = rx.compile(r"Tried to allocate " + _Q)
-OOM_TOTAL = rx.compile(r"GPU (\d+) has a total capacity of " + _Q + " of which " + _Q + " is free")
+OOM_TOTAL = rx.compile(r"(?:GPU|NPU|XPU) (\d+) has a total capacity of " + _Q + " of which " + _Q + " is free")
 OOM_THIS = rx.compile(r"this process has " + _Q + " memory in use")
 OOM_PROC = rx.compile(r"Process (\d+) has " + _Q + " memory in use")
 OOM_ALLOC = rx.compile(r"Of the allocated memory " + _Q + " is allocated by PyTorch")
 OOM_PRIVATE = rx.compile(r"with " + _Q + r" allocated in private pools")
 OOM_RESERVED = rx.compile(r"and " + _Q + " is reserved by PyTorch but unallocated")
-OOM_OLD = rx.compile(r"\(GPU (\d+); " + _Q + r" total capacity; " + _Q + r" already allocated; " + _Q + r" free; " + _Q + r" reserved in total by PyTorch\)")
-OOM_WORDS = ("out of memory", "OutOfMemoryError", "OUT_OF_MEMORY", "CUBLAS_STATUS_ALLOC_FAILED", "cudaErrorMemoryAllocation")
+# the parenthesised form of older PyTorch, HIP and torch_npu: "(GPU 0; 79.15 GiB total capacity; 77.2 GiB already
+# allocated; [10 GiB current active;] 1.2 GiB free; 78.1 GiB reserved in total by PyTorch)"
+OOM_OLD = rx.compile(r"\((?:GPU|NPU|XPU|HIP)? ?(\d+); " + _Q + r" total capacity; " + _Q + r" already allocated;"
+                     r"(?: [^;()]*? current active;)? " + _Q + r" free;(?: [^;()]*;)*? " + _Q + r" reserved in total by PyTorch")
+OOM_WORDS = ("out of memory", "OutOfMemoryError", "OUT_OF_MEMORY", "CUBLAS_STATUS_ALLOC_FAILED", "cudaErrorMemoryAllocation",
+             "Out of memory", "hipErrorOutOfMemory", "ACL_ERROR_RT_MEMORY_ALLOCATION")
+# what a device's allocator prints (an SGLang message that wraps one of these is a device OOM too)
+DEVICE_OOM_WORDS = ("CUDA out of memory", "OutOfMemoryError", "HIP out of memory", "NPU out of memory", "XPU out of memory",
+                    "cudaErrorMemoryAllocation", "CUBLAS_STATUS_ALLOC_FAILED", "hipErrorOutOfMemory", "CUDA error: out of memory",
+                    "ACL_ERROR_RT_MEMORY_ALLOCATION", "out of memory on device")
 # SGLang's own KV-token allocator messages say "out of memory" too, but are not device OOMs
 NOT_DEVICE_OOM = rx.compile(r"(?:Prefill|Decode) out of memory(?:\. Try to lower| happened)")
 
@@ -124,8 +132,14 @@ def parse_oom_numbers(text: str) -> dict:
     return d
 
 
-def is_oom_text(text: str) -> bool:
-    return any(w in text for w in OOM_WORDS) and not NOT_DEVICE_OOM.search(text)
+def is_oom_text(text: str, match=None) -> bool:
+    """A device out-of-memory error. SGLang's own token and slot bookkeeping also says "out of memory"
+    (the KV or request-slot allocator ran out): that is not a device OOM unless it quotes one."""
+    if not any(w in text for w in OOM_WORDS) or NOT_DEVICE_OOM.search(text):
+        return False
+    if match is not None and getattr(match, "component", None) == "sglang" and getattr(match, "event", None) != "device_oom":
+        return any(w in text for w in DEVICE_OOM_WORDS)
+    return True
 
 
 class LogParser:
@@ -161,6 +175,7 @@ class LogParser:
         self._usage: Event | None = None   # an argparse usage block lists the flags that release accepts
         self._batch_rank: str | None = None
         self._catalog = _catalog()
+        self._line_match = None
         self._frame_head: tuple[str, int | None] | None = None   # a frame line whose function is on the next line
         self._fault: Event | None = None        # a fatal signal whose faulthandler dump follows
         self._fault_current = False             # inside the dump of the crashing thread
@@ -331,14 +346,20 @@ class LogParser:
                 return "event"
             self._pyspy = None
         n_events = len(self.events)
+        m = self._line_match = self._match(stripped)
         cls = self._message(lineno, text, ts, rank, msg, stripped)
-        m = self._match(stripped)
         if m is not None:
-            if len(self.events) > n_events:
-                for ev in self.events[n_events:]:
-                    if ev.msg is None:
-                        ev.msg = m
-            elif m.event not in QUIET_EVENTS:
+            new = self.events[n_events:]
+            for ev in new:
+                if ev.msg is None:
+                    ev.msg = m
+            if m.event == "device_oom" and not any(ev.data.get("oom") or ev.kind == "oom" for ev in new) \
+                    and is_oom_text(stripped, m):
+                ev = self._event("error", lineno, text, ts, rank, message=stripped, source="oom-line")
+                ev.msg = m
+                self._oom_from(ev)        # an OOM in a wording the parser's own words do not cover
+                return "event"
+            if not new and m.event not in QUIET_EVENTS:
                 self._event("message", lineno, text, ts, rank, message=stripped).msg = m
                 return "event"
         return cls
@@ -449,7 +470,7 @@ class LogParser:
             self._usage = e("argparse", lineno, text, ts, rank, message="", usage=True, usage_flags=USAGE_FLAG.findall(stripped))
         elif "sglang.launch_server" in msg or "launch_server.py" in msg or RE_SGLANG_SERVE.search(msg):
             e("launch", lineno, text, ts, rank, command=stripped)
-        elif is_oom_text(msg):
+        elif is_oom_text(msg, self._line_match):
             ev = e("error", lineno, text, ts, rank, message=stripped, source="oom-line")
             self._oom_from(ev)
         elif rank is None and ts is None and msg.startswith(("CUDA Error", "CUDA error", "NCCL WARN", "NCCL error")):
@@ -530,7 +551,7 @@ class LogParser:
         ev.end_line = lineno
         ev.msg = self._match(message) or self._match(f"{exc_type}: {message}")
         self._exc = ev
-        if is_oom_text(exc_type + ": " + message):
+        if is_oom_text(exc_type + ": " + message, ev.msg):
             self._oom_from(ev)
 
     def _oom_from(self, ev: Event) -> None:
@@ -575,6 +596,9 @@ class LogParser:
                         and not e.data.get("has_traceback") and not e.data.get("frames") and 0 < tb.start - e.line <= 20), None)
         if earlier is not None and tb.frames:   # 'ValueError: …' first, then the traceback that raised it
             earlier.data.update(frames=list(tb.frames), tb_start=tb.start, has_traceback=True, partial_head=tb.partial_head)
+            oom = earlier.data.get("oom_event")
+            if oom is not None:            # an OOM line printed just before the traceback that raised it
+                oom.data["frames"] = list(tb.frames)
             return
         # a cut traceback still says where the process was
         first = self.context.get(tb.start, "")
