@@ -355,17 +355,29 @@ def _oom_info(f: Facts, o: Event, spec: bool) -> OomInfo:
         others = [p for p in procs if p is not biggest]
         other = sum(p["used_gib"] for p in others)
         notes.append(f"PyTorch names every process by PID (a container's PID namespace); PID {biggest['pid']} is taken to be this server")
-    # phase: message wording, frames, milestones, numbers
-    if re.search(r"Capture (?:cuda|CUDA) graph failed|Capture prefill CUDA graph failed", msg):
-        guess = P.PhaseGuess("cuda_graph", "message", 0.9)
-        if "draft" in " ".join(fr.file for fr in d.get("frames") or []):
-            guess = P.PhaseGuess("draft", "message", 0.9)
-    elif msg.startswith("Prefill out of memory"):
-        guess = P.PhaseGuess("prefill", "message", 0.9)
-    elif msg.startswith("Decode out of memory"):
-        guess = P.PhaseGuess("decode", "message", 0.9)
-    elif (ph := P.from_frames(d.get("frames") or [])):
-        guess = P.PhaseGuess(ph, "frames", 0.9)
+    tried, total, free, held = d.get("tried_gib"), d.get("total_gib"), d.get("free_gib"), d.get("this_process_gib")
+    if not procs and None not in (total, free, held):
+        # no PID named: what is neither free nor this process is held outside it (driver reserve ~0.5 GiB aside)
+        outside = total - free - held
+        d["outside_gib"] = round(outside, 3)
+        if outside >= max(2.0, 0.2 * total):   # a display server or the driver hold a little; this is another process
+            other = outside
+            notes.append(f"{outside:.1f} GiB of the GPU is neither free nor held by this process: another process holds it")
+    d["larger_than_gpu"] = bool(tried is not None and total and tried > 0.95 * total)
+    # phase: the message's own words, frames, milestones, numbers
+    words = d.get("words_phase")
+    frames_phase = P.from_frames(d.get("frames") or [])
+    if words == "cuda_graph" and frames_phase == "draft":
+        words = "draft"
+    if words:
+        guess = P.PhaseGuess(words, "message", 0.9)
+    elif frames_phase:
+        guess = P.PhaseGuess(frames_phase, "frames", 0.9)
+    elif d["larger_than_gpu"]:
+        # one allocation larger than the whole GPU is a table sized from the configuration (request slots x
+        # context), made while the memory pools are set up, not an activation
+        guess = P.PhaseGuess("kv_pool", "numbers", 0.7, [f"a single allocation of {tried:.1f} GiB is larger than the "
+                             f"{total:.1f} GiB GPU: a table sized from the configuration (request slots × context length)"])
     else:
         ph, ms = P.from_milestones(f.milestones, o.line, o.rank, spec, _batch_phase(f, o.line), o.ts)
         if ph:
@@ -593,6 +605,8 @@ FACT_PATHS: dict[str, tuple[str, object]] = {
     "oom.held_gib": ("memory this process held at the OOM, GiB", _held),
     "oom.other_gib": ("memory other processes held on that GPU, GiB", lambda f: max((o.other_gib for o in f.ooms), default=0.0)),
     "oom.other_share": ("other processes' memory as a share of the GPU", _other_share),
+    "oom.larger_than_gpu": ("the failed allocation alone is larger than the GPU", _oom_field("larger_than_gpu")),
+    "oom.outside_gib": ("memory neither free nor held by this process (total - free - this process), GiB", _oom_field("outside_gib")),
     "oom.other_pids": ("the other processes: [{pid, used_gib}]", lambda f: _oom0(f).other_pids if _oom0(f) else None),
     "oom.other_pid_numbers": ("the PIDs of the other processes", lambda f: [p["pid"] for p in _oom0(f).other_pids] if _oom0(f) else None),
     "spec.enabled": ("a speculative algorithm is set", lambda f: bool(f.flag("--speculative-algorithm"))),

@@ -19,7 +19,7 @@ PROVIDES = (
     "fraction_auto", "pre_free_gib", "static_gib", "headroom_gib", "total_gib", "rest_gib", "mamba_state_gib",
     "mamba_slots", "mamba_slot_mib", "mamba_slots_per_request", "mamba_strategy", "scratch_gib", "graph_gib", "act_gib",
     "draft_tokens", "context_len", "max_running_requests", "has_options", "has.*",
-    "fallback.*", "oom_missing_gib", "mamba_request_cap", "mamba_cap_basis", "mamba_rebalance.*", "low_fraction",
+    "fallback.*", "oom_missing_gib", "table.*", "mamba_request_cap", "mamba_cap_basis", "mamba_rebalance.*", "low_fraction",
 )
 OPTIONS = ("tp", "checkpoint_fp8", "checkpoint_nvfp4", "checkpoint_int4", "online_fp8", "language_only",
            "raise_fraction", "context_length", "fp8_kv", "lower_fraction", "graph_bs", "disable_graph",
@@ -147,6 +147,7 @@ def explain(ctx: ExplainContext, goal: str | None = None, failure: bool = True) 
         out.options = [OptionValue(o.kind, o.cost, [dict(c) for c in o.changes], _clean(o.values), o.fits, o.order)
                        for o in opts if o.fits is not False]
     v["goal"] = goal
+    v["table"] = _request_table(facts, b)
     v["has_options"] = bool(out.options)
     v["has"] = {k: any(o.kind == k for o in out.options) for k in OPTIONS}
     v["fallback"] = _fallbacks(facts, b, mfs)
@@ -253,6 +254,28 @@ def _fallbacks(facts, b, mfs: float | None) -> dict:
         out["page_size"] = 1 if page <= 16 else page // 4
     del M
     return out
+
+
+def _request_table(facts, b) -> dict | None:
+    """An allocation larger than the GPU at start-up: SGLang's request-to-token table, request slots x
+    (context + 4) x 4 bytes, sized from --context-length (the model's own, when unset) and the slots
+    (--max-running-requests, else SGLang's default of at least 2048). The context that keeps the table
+    within 5% of the GPU, a power of two."""
+    if not facts.ooms:
+        return None
+    d = facts.ooms[0].event.data
+    if not d.get("larger_than_gpu") or not d.get("tried_gib") or not d.get("total_gib"):
+        return None
+    slots = _int(facts.flag("--max-running-requests")) or (b.max_running_requests if b is not None and
+                                                           b.max_running_requests and b.max_running_requests >= 2048 else 2048)
+    context = _int(facts.flag("--context-length")) or (b.context_len if b is not None else None)
+    implied = int(d["tried_gib"] * 2**30 / (slots * 4))
+    context = context or implied
+    cap = 2 ** int(math.log2(max(1024, 0.05 * d["total_gib"] * 2**30 / (slots * 4))))
+    if cap >= context:
+        return None
+    return {"slots": slots, "context": context, "implied_context": implied, "context_cap": cap,
+            "table_gib": d["tried_gib"], "cap_table_gib": slots * (cap + 4) * 4 / 2**30}
 
 
 def _batch0(facts):

@@ -132,6 +132,26 @@ def parse_oom_numbers(text: str) -> dict:
     return d
 
 
+# What an OOM message (or the SGLang message wrapping it) says was being allocated, most specific first.
+OOM_WORDS_PHASE: list[tuple[str, object]] = [
+    ("draft", rx.compile(r"(?i)\bdraft\b")),
+    ("cuda_graph", rx.compile(r"(?i)captur\w* (?:cuda |prefill |decode |npu )?graph|cuda graph|graph (?:buffer|pool|memory)|symmetric memory|\bworkspace\b")),
+    ("mamba", rx.compile(r"(?i)mamba|\bssm[_ ]state|conv[_ ]state|linear[- ]attention state")),
+    ("kv_pool", rx.compile(r"(?i)kv[_ ]?(?:cache|pool|buffer)|token_to_kv|req_to_token|memory pool")),
+    ("multimodal", rx.compile(r"(?i)patch[_ ]?embed|vision (?:tower|encoder)|image (?:encoder|features?)|pixel_values")),
+    ("weights", rx.compile(r"(?i)position[_ ]embedding|rotary|cos_sin_cache|load(?:ing)? (?:the )?weights?|checkpoint shard")),
+]
+
+
+def oom_words_phase(text: str) -> str | None:
+    """The step an OOM's own words name (SGLang often wraps torch's message: 'Capture cuda graph failed: …')."""
+    head = text.split("Tried to allocate", 1)[0] if "Tried to allocate" in text else text[:400]
+    for phase, pattern in OOM_WORDS_PHASE:
+        if pattern.search(head):
+            return phase
+    return None
+
+
 def is_oom_text(text: str, match=None) -> bool:
     """A device out-of-memory error. SGLang's own token and slot bookkeeping also says "out of memory"
     (the KV or request-slot allocator ran out): that is not a device OOM unless it quotes one."""
@@ -560,6 +580,9 @@ class LogParser:
         ev.data["oom"] = True
         oom = self._event("oom", ev.line, ev.text, ev.ts, ev.rank, exc_line=ev.line, frames=ev.data.get("frames", []),
                           exc_type=ev.data.get("type"), message=msg, **nums)
+        oom.msg = ev.msg
+        header = ev.data.get("header") or ""
+        oom.data["words_phase"] = oom_words_phase(f"{header} {msg}")
         ev.data["oom_event"] = oom
 
     def _close_exc(self) -> None:
@@ -577,6 +600,8 @@ class LogParser:
             nums = parse_oom_numbers(ev.data["message"])
             oom.data.update(nums)
             oom.data["message"] = ev.data["message"]
+            oom.data["words_phase"] = oom_words_phase(f"{ev.data.get('header') or ''} {ev.data['message']}")
+            oom.msg = oom.msg or ev.msg
 
     def _close_tb(self, cut_name: tuple[int, str] | None = None) -> None:
         tb = self._tb
