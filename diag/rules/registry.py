@@ -154,18 +154,26 @@ def check_rule(reg: Registry, rule: S.Rule, check_messages: bool = True) -> None
         bad = [k for k, _ in e.args if k not in ex.args]
         if bad:
             raise S.RuleError(f"{rule.path}: explainer {e.name!r} takes no argument {bad} (takes: {list(ex.args)})")
+    per_item = {f"fix[{i}]" for i, fx in enumerate(rule.fixes) if fx.each}
     for where, template in rule.templates():
+        extra = (S.ITEM,) if where.split(".", 1)[0] in per_item else ()
         for f in T.fields(template):
-            problem = _namespace_ok(rule, f.path)
+            problem = _namespace_ok(rule, f.path, extra)
             if problem:
                 raise S.RuleError(f"{rule.path}: {where}: {problem}")
             if f.table and f.table not in rule.tables and f.table not in reg.tables:
                 raise S.RuleError(f"{rule.path}: {where}: no text table {f.table!r}")
+    item_conds = {id(c) for fx in rule.fixes if fx.each for c in fx.when}
     for c in rule.conditions():
         if c.subject == "fact":
-            problem = _namespace_ok(rule, c.target)
+            problem = _namespace_ok(rule, c.target, (S.ITEM,) if id(c) in item_conds else ())
             if problem:
                 raise S.RuleError(f"{rule.path}: condition {c.describe()}: {problem}")
+    for i, fx in enumerate(rule.fixes):
+        if fx.each:
+            problem = _namespace_ok(rule, fx.each)
+            if problem:
+                raise S.RuleError(f"{rule.path}: fix[{i}] each = {fx.each!r}: {problem}")
     for path in rule.evidence:
         problem = _namespace_ok(rule, path)
         if problem:
