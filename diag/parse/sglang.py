@@ -551,9 +551,22 @@ class LogParser:
         self._tb_chain_next = False
         ev.end_line = lineno
         ev.msg = self._match(message) or self._match(f"{exc_type}: {message}")
+        if ev.msg is None and not message.strip() and exc_type.endswith("AssertionError") and frames:
+            ev.msg = self._check_site(frames[-1])
         self._exc = ev
         if is_oom_text(exc_type + ": " + message):
             self._oom_from(ev)
+
+    def _check_site(self, frame: Frame):
+        """A bare AssertionError: the catalog's check at the innermost frame that tests the names
+        its quoted source line reads (diag/messages/sites.py), or None."""
+        if self._catalog is None or not frame.code:
+            return None
+        from ..messages.sites import module_of, source_names
+        names = source_names(frame.code)
+        if not names:
+            return None
+        return self._catalog.check_at(module_of(frame.file), frame.func, names)
 
     def _oom_from(self, ev: Event) -> None:
         msg = ev.data.get("message", "")
