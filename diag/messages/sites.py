@@ -118,3 +118,23 @@ def resolve(cat, module: str | None, function: str | None, names: list[str]):
         order = {v: i for i, v in enumerate(cat.releases("sglang"))}
         return max(entries, key=lambda e: (max((order.get(v, -1) for v in e.versions), default=-1), -e.n))
     return None
+
+
+def template_flags(template: str) -> list[str]:
+    """The command-line flags a message's own words name (not its placeholders), in order:
+    '--a is incompatible with speculative decoding (--b {x})' -> ['--a', '--b']."""
+    text, depth, out = [], 0, []
+    for ch in template or "":
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth = max(0, depth - 1)
+        elif not depth:
+            text.append(ch)
+    words = "".join(" " if c in "()[],;:'\"`=<>|/" else c for c in "".join(text)).split()
+    for w in words:
+        w = w.rstrip(".")
+        if w.startswith("--") and len(w) > 3 and w[2].isalpha() and w[2].islower() and \
+                all(c.isalnum() or c == "-" for c in w[2:]) and w not in out:
+            out.append(w)
+    return out
