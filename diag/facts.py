@@ -145,6 +145,9 @@ def _versions(f: Facts, parsers, explicit, override) -> None:
         usage = _version_from_usage(f)
         if usage:
             ranges.append((0, usage))
+        named = _version_from_candidates(f)
+        if named:
+            ranges.append(named)
         f.version, f.version_lines, f.version_note = DV.combine(explicit, ranges)
         if f.version.describe() == "unknown":
             f.version = _version_from_command(f) or f.version
@@ -163,9 +166,27 @@ def _version_from_usage(f: Facts) -> VersionRange | None:
     return VersionRange(low=best[0], high=best[-1], source="the flags argparse's usage message lists")
 
 
+def _version_from_candidates(f: Facts) -> tuple[int, VersionRange] | None:
+    """argparse's 'ambiguous option: --x could match --a, --b' names flags the running release has:
+    the catalog versions that accept all of them."""
+    for e in f.events:
+        m = getattr(e, "msg", None)
+        if m is None or m.event != "argparse" or not isinstance(m.fields.get("matches"), str):
+            continue
+        names = [w.strip(" ,'\"") for w in m.fields["matches"].split(",")]
+        names = [n for n in names if n.startswith("--")]
+        if not names:
+            continue
+        vs = F.catalog_versions()
+        ok = [v for v in vs if all(F.accepts(v, n) for n in names)]
+        if ok and len(ok) < len(vs):
+            return e.line, VersionRange(low=ok[0], high=ok[-1], source="the flags argparse named as candidates")
+    return None
+
+
 def _version_from_command(f: Facts) -> VersionRange | None:
     """With no other evidence, the versions that accept every flag of the logged launch command."""
-    if any(e.kind == "argparse" for e in f.events):
+    if any(e.kind == "argparse" or getattr(e.msg, "event", None) == "argparse" for e in f.events):
         return None  # the command was rejected: its flags say nothing about the version
     launch = next((e for e in f.events if e.kind == "launch"), None)
     if launch is None:

@@ -351,3 +351,8 @@ def for_version(version: str | V.VersionRange | None) -> Catalog:
         return Catalog([older[-1]], exact, f"SGLang {exact}; checked against the {older[-1]} catalog")
     pair = [older[-1], newer[0]]
     return Catalog(pair, exact, f"SGLang {exact} is not in the catalog; flags must exist in both neighbours {pair[0]} and {pair[1]}")
+
+
+def accepts(version: str, name: str) -> bool:
+    """Whether that catalog version's parser accepts this option string (a name or an alias)."""
+    return name in _accepted(catalog_versions().index(version))

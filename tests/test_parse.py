@@ -362,3 +362,21 @@ def test_a_last_value_followed_by_a_shell_line_is_not_a_wrap():
     lines = ["[2025-01-06 02:58:11 TP0] Decode batch. #running-req: 2, #token: 307481, token usage: 1.00, #queue-req: 0",
              "Killed", "something else entirely"]
     assert [t for _, t in Cleaner().run(lines)] == lines
+
+
+def test_version_from_the_flags_an_ambiguous_option_names(tmp_path):
+    from diag.analyze import Options, analyze_with_facts
+    p = tmp_path / "x.log"
+    p.write_text("sglang serve: error: ambiguous option: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode, "
+                 "--cuda-graph-max-bs-prefill\n", encoding="utf-8")
+    f = analyze_with_facts([str(p)], options=Options(engine="v2"))[1]
+    assert f.version.low == "0.5.14" and "0.5.23" in f.catalog.versions
+
+
+def test_a_rejected_command_says_nothing_about_the_version_wherever_the_error_stands(tmp_path):
+    from diag.analyze import Options, analyze_with_facts
+    p = tmp_path / "x.log"
+    p.write_text("python -m sglang.launch_server --model m --kt-amx-weight-path /w --kt-amx-method AMXINT4\n"
+                 "it shows launch_server.py: error: unrecognized arguments: --kt-amx-method AMXINT4\n", encoding="utf-8")
+    f = analyze_with_facts([str(p)], options=Options(engine="v2"))[1]
+    assert f.version.describe() == "unknown"     # not the releases that accept the rejected flags
