@@ -39,6 +39,7 @@ class CrashSite:
     module: str | None
     function: str | None
     names: list[str] = field(default_factory=list)     # functions run through and names their lines read
+    config: bool = False          # the innermost frame is in argument validation
 
 
 def _last(name: str) -> str:
@@ -112,8 +113,10 @@ def crash_site(facts) -> CrashSite | None:
         for fr in frames:
             names.append(_last(fr.func or ""))
             names += source_names(fr.code or "")
-        return CrashSite(event=e, type=e.data.get("type"), module=module_of(frames[-1].file), function=frames[-1].func,
-                         names=[n for n in dict.fromkeys(names) if n])
+        module = module_of(frames[-1].file)
+        return CrashSite(event=e, type=e.data.get("type"), module=module, function=frames[-1].func,
+                         names=[n for n in dict.fromkeys(names) if n],
+                         config=bool(module and module.startswith(CONFIG_MODULES)))
     return None
 
 
