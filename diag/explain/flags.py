@@ -165,7 +165,8 @@ def resolve_unknown(cat, facts, written: str, value: str | None, parser: str) ->
         item["reason"] = "server_flag" if known else "none"
         return item
     if parser == "diffusion":
-        item["reason"] = "other_parser"
+        # the diffusion server parses its own flags: an LLM-server flag is not misspelt, it is the other server's
+        item["reason"] = "other_parser" if (cat.has(dashed) or F.history(dashed) is not None) else "none"
         return item
     target, documented = None, None
     if dashed != base and cat.has(dashed):
