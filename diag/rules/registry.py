@@ -101,8 +101,7 @@ def _load_tables(path: Path) -> dict[str, dict]:
     return data
 
 
-def load(root: Path | None = None, check_messages: bool = True) -> Registry:
-    root = root or rules_dir()
+def _libraries(root: Path) -> tuple[dict[str, LibOption], dict[str, dict]]:
     library: dict[str, LibOption] = {}
     for p in sorted((root / "_fixes").glob("*.toml")):
         library.update(_load_library(p))
@@ -112,6 +111,12 @@ def load(root: Path | None = None, check_messages: bool = True) -> Registry:
             if name in tables:
                 raise S.RuleError(f"{p}: text table {name!r} is defined twice")
             tables[name] = table
+    return library, tables
+
+
+def load(root: Path | None = None, check_messages: bool = True) -> Registry:
+    root = root or rules_dir()
+    library, tables = _libraries(root)
     rules = [S.load_rule(p) for p in sorted(root.glob("*/*.toml")) if not p.parent.name.startswith("_")]
     seen: dict[str, str] = {}
     for r in rules:
@@ -232,3 +237,10 @@ def registry() -> Registry:
     """The rules as the product runs them (message names are checked against the catalog by the
     tests, not on every start-up)."""
     return load(check_messages=False)
+
+
+@lru_cache(maxsize=1)
+def libraries() -> tuple[dict[str, LibOption], dict[str, dict]]:
+    """The fix libraries and shared text tables alone, without reading every rule (for the
+    option texts v1 and `diag mem` render); `load` checks them against the explainers."""
+    return _libraries(rules_dir())
