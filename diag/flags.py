@@ -8,12 +8,12 @@ to the spelling of that version and drops flags the version lacks.
 from __future__ import annotations
 
 import difflib
-import re
 import json
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from . import rx
 from . import versions as V
 
 DATA = Path(__file__).parent / "data" / "flags.json"
@@ -370,7 +370,9 @@ def history(name: str) -> tuple[str, str] | None:
     return (vs[idx[0]], vs[idx[-1]]) if idx else None
 
 
-_USE = re.compile(r"(?:\b[Uu]se|[Aa]lias for)\s+(--[a-z][a-z0-9-]*)(?:[= ](<[\w-]+>|[A-Za-z0-9_.]+))?")
+# over the catalog's help texts (data, not input), through diag.rx like every pattern
+_USE = rx.compile(r"(?:\b[Uu]se|[Aa]lias for)\s+(--[a-z][a-z0-9-]*)(?:[= ](<[\w-]+>|[A-Za-z0-9_.]+))?")
+_RETIRED = rx.compile(r"(?i)deprecat|removed|\balias\b")
 _NOT_A_VALUE = {"instead", "with", "and", "or", "to", "for", "in", "if", "when", "the", "of"}
 
 
@@ -386,7 +388,7 @@ def documented_replacement(name: str) -> tuple[str, str | None] | None:
             flag, _, value = rb.partition("=")
             return flag, value or None
     text = entry.get("help") or ""
-    if not re.search(r"deprecat|removed|\balias\b", text, re.I):
+    if not _RETIRED.search(text):
         return None
     m = _USE.search(text)
     if m is None or m[1] == name:

@@ -28,6 +28,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import rx
 from . import conditions as C
 from . import text as T
 from ..taxonomy import CATEGORIES
@@ -44,7 +45,7 @@ MATCH_KEYS = {"messages", "all_messages", "unless_messages", "events", "unless_e
 CONF_KEYS = {"base", "by_phase_basis", "max", "generic"}
 FIX_KEYS = {"option", "title", "cost", "flag", "env", "external_env", "value", "action", "direction", "why", "when",
             "applies_to", "use", "each"}
-FLAG_NAME = re.compile(r"^--[a-z0-9][a-z0-9-]*$")
+FLAG_NAME = rx.compile(r"^--[a-z0-9][a-z0-9-]*$")   # rule files, and flags explainers compute
 ITEM = "item"                      # the namespace of a list item in a fix with `each`
 FIX_OTHER_KEYS = {"text", "option", "when"}
 CASE_KEYS = {"name", "expect", "log", "smi", "launch", "sglang_version", "model_config", "want", "xfail"}
@@ -179,12 +180,30 @@ class _Where:
     def __init__(self, path: Path, source: str):
         self.path, self.lines = path, source.splitlines()
 
-    def at(self, needle: str) -> str:
+    def at(self, needle: str) -> "_At":
+        return _At(self, needle)
+
+    def find(self, needle: str) -> str:
         pat = re.compile(rf"^\s*\[*\s*{re.escape(needle)}\b|{re.escape(needle)}\s*=")
         for i, line in enumerate(self.lines, 1):
             if pat.search(line):
                 return f"{self.path}:{i}"
         return str(self.path)
+
+
+class _At:
+    """A 'file:line' found only when an error message is written (loading a valid rule never
+    searches its lines)."""
+    __slots__ = ("where", "needle")
+
+    def __init__(self, where: _Where, needle: str):
+        self.where, self.needle = where, needle
+
+    def __str__(self) -> str:
+        return self.where.find(self.needle)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
 
 
 def _strs(value, where: str, what: str) -> tuple[str, ...]:
