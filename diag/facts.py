@@ -147,6 +147,9 @@ def _versions(f: Facts, parsers, explicit, override) -> None:
         usage = _version_from_usage(f)
         if usage:
             ranges.append((0, usage))
+        named = _version_from_candidates(f)
+        if named:
+            ranges.append(named)
         f.version, f.version_lines, f.version_note = DV.combine(explicit, ranges)
         if f.version.describe() == "unknown":
             f.version = _version_from_command(f) or f.version
@@ -165,9 +168,27 @@ def _version_from_usage(f: Facts) -> VersionRange | None:
     return VersionRange(low=best[0], high=best[-1], source="the flags argparse's usage message lists")
 
 
+def _version_from_candidates(f: Facts) -> tuple[int, VersionRange] | None:
+    """argparse's 'ambiguous option: --x could match --a, --b' names flags the running release has:
+    the catalog versions that accept all of them."""
+    for e in f.events:
+        m = getattr(e, "msg", None)
+        if m is None or m.event != "argparse" or not isinstance(m.fields.get("matches"), str):
+            continue
+        names = [w.strip(" ,'\"") for w in m.fields["matches"].split(",")]
+        names = [n for n in names if n.startswith("--")]
+        if not names:
+            continue
+        vs = F.catalog_versions()
+        ok = [v for v in vs if all(F.accepts(v, n) for n in names)]
+        if ok and len(ok) < len(vs):
+            return e.line, VersionRange(low=ok[0], high=ok[-1], source="the flags argparse named as candidates")
+    return None
+
+
 def _version_from_command(f: Facts) -> VersionRange | None:
     """With no other evidence, the versions that accept every flag of the logged launch command."""
-    if any(e.kind == "argparse" for e in f.events):
+    if any(e.kind == "argparse" or getattr(e.msg, "event", None) == "argparse" for e in f.events):
         return None  # the command was rejected: its flags say nothing about the version
     launch = next((e for e in f.events if e.kind == "launch"), None)
     if launch is None:
@@ -572,6 +593,23 @@ def _other_share(f: Facts):
     return o.other_gib / total
 
 
+def _chk(f: Facts, attr: str):
+    from . import checks
+    c = checks.cached(f, "check", checks.failed_check)
+    return getattr(c, attr) if c is not None else None
+
+
+def _crash(f: Facts, attr: str):
+    from . import checks
+    c = checks.cached(f, "crash", checks.crash_site)
+    return getattr(c, attr) if c is not None else None
+
+
+def _int_flag(f: Facts, name: str):
+    from .numbers import to_int
+    return to_int(f.flag(name))
+
+
 FACT_PATHS: dict[str, tuple[str, object]] = {
     "state": ("what the log shows the server did: empty, nohup_only, failed, serving, ready, startup_incomplete, "
               "not_sglang, no_failure_seen, smi_only", lambda f: f.state),
@@ -642,6 +680,28 @@ FACT_PATHS: dict[str, tuple[str, object]] = {
     "http.errors": ("HTTP lines with an error status", lambda f: f.http.get("errors")),
     "fragment": ("why the input looks like a piece of a longer log", lambda f: f.fragment),
     # -- config facts (rules/config) --
+    "check.event": ("the start-up or configuration check that failed (quoted)", lambda f: _chk(f, "event")),
+    "check.message": ("its catalog name (review name, else family id)", lambda f: _chk(f, "message")),
+    "check.module": ("where it fired: the module (sglang.srt.server_args ...)", lambda f: _chk(f, "module")),
+    "check.function": ("where it fired: the function", lambda f: _chk(f, "function")),
+    "check.kind": ("raise or assert", lambda f: _chk(f, "kind")),
+    "check.names": ("what it tests: the names its check reads (page_size, mamba_track_interval, ...)", lambda f: _chk(f, "names")),
+    "check.flags": ("the flags of those names in this version", lambda f: _chk(f, "flags")),
+    "check.pair": ("the two flags its message names, when it names two", lambda f: _chk(f, "pair") or None),
+    "check.bare": ("a bare AssertionError (no message)", lambda f: _chk(f, "bare")),
+    "check.config": ("it fired in argument validation (server_args, arg_groups, configs) or a constructor",
+                     lambda f: _chk(f, "config")),
+    "crash.event": ("the first exception with a traceback (quoted)", lambda f: _crash(f, "event")),
+    "crash.type": ("its exception type", lambda f: _crash(f, "type")),
+    "crash.module": ("the module of its innermost frame", lambda f: _crash(f, "module")),
+    "crash.function": ("the function of its innermost frame", lambda f: _crash(f, "function")),
+    "crash.in_config": ("its innermost frame is in argument validation (server_args, arg_groups, configs)",
+                        lambda f: _crash(f, "config")),
+    "crash.names": ("the functions it ran through and the names their quoted lines read", lambda f: _crash(f, "names")),
+    "launch.event": ("the launch command's line in the log (quoted)", lambda f: f.launch_event),
+    "launch.page_size": ("--page-size as a number", lambda f: _int_flag(f, "--page-size")),
+    "spec.steps": ("--speculative-num-steps as a number", lambda f: _int_flag(f, "--speculative-num-steps")),
+    "spec.draft_tokens": ("--speculative-num-draft-tokens as a number", lambda f: _int_flag(f, "--speculative-num-draft-tokens")),
     # -- env facts (rules/env) --
     # -- runtime facts (rules/runtime, rules/oom message rules) --
 }

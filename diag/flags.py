@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from . import rx
 from . import versions as V
 
 DATA = Path(__file__).parent / "data" / "flags.json"
@@ -351,3 +352,70 @@ def for_version(version: str | V.VersionRange | None) -> Catalog:
         return Catalog([older[-1]], exact, f"SGLang {exact}; checked against the {older[-1]} catalog")
     pair = [older[-1], newer[0]]
     return Catalog(pair, exact, f"SGLang {exact} is not in the catalog; flags must exist in both neighbours {pair[0]} and {pair[1]}")
+
+
+# -- a flag's history across the catalog's versions ------------------------------------------------
+# (what a flag the user's release rejects became: its documented replacement, or the flag that took
+# its place when it was removed)
+
+def accepts(version: str, name: str) -> bool:
+    """Whether that catalog version's parser accepts this option string (a name or an alias)."""
+    return name in _accepted(catalog_versions().index(version))
+
+
+def history(name: str) -> tuple[str, str] | None:
+    """(first, last) catalog versions whose parser accepts this option string, or None."""
+    vs = catalog_versions()
+    idx = [vi for vi in range(len(vs)) if name in _accepted(vi)]
+    return (vs[idx[0]], vs[idx[-1]]) if idx else None
+
+
+# over the catalog's help texts (data, not input), through diag.rx like every pattern
+_USE = rx.compile(r"(?:\b[Uu]se|[Aa]lias for)\s+(--[a-z][a-z0-9-]*)(?:[= ](<[\w-]+>|[A-Za-z0-9_.]+))?")
+_RETIRED = rx.compile(r"(?i)deprecat|removed|\balias\b")
+_NOT_A_VALUE = {"instead", "with", "and", "or", "to", "for", "in", "if", "when", "the", "of"}
+
+
+def documented_replacement(name: str) -> tuple[str, str | None] | None:
+    """What the catalog's help text (or deprecation record) of a flag says to use instead:
+    ('--expert-balancedness-report-mode', None), ('--image-processor-backend', 'pil'), or None."""
+    entry = _data()["flags"].get(name)
+    if entry is None:
+        return None
+    for x in reversed(entry["defs"]):
+        rb = x["def"].get("replaced_by")
+        if rb and rb.startswith("--") and " " not in rb and "{" not in rb:
+            flag, _, value = rb.partition("=")
+            return flag, value or None
+    text = entry.get("help") or ""
+    if not _RETIRED.search(text):
+        return None
+    m = _USE.search(text)
+    if m is None or m[1] == name:
+        return None
+    value = m[2].rstrip(".") if m[2] else None
+    return m[1], (value if value and value.lower() not in _NOT_A_VALUE else None)
+
+
+def successor(name: str) -> str | None:
+    """The flag that took this one's place when it was removed: added in the next catalog version,
+    with the same help text, or the same dest once one word of it is dropped
+    (--kt-amx-method -> --kt-method). None when no single flag fits."""
+    data = _data()["flags"]
+    entry = data.get(name)
+    if entry is None:
+        return None
+    last = max(x["v"][1] for x in entry["defs"])
+    if last >= len(catalog_versions()) - 1:
+        return None
+    help_text = (entry.get("help") or "").strip()
+    dest = (entry["defs"][-1]["def"].get("dest") or name.lstrip("-").replace("-", "_")).split("_")
+    shorter = {"_".join(dest[:i] + dest[i + 1:]) for i in range(len(dest))} if len(dest) > 1 else set()
+    found = []
+    for other, e in data.items():
+        if other == name or min(x["v"][0] for x in e["defs"]) != last + 1:
+            continue
+        d = e["defs"][0]["def"].get("dest") or other.lstrip("-").replace("-", "_")
+        if (help_text and (e.get("help") or "").strip() == help_text) or d in shorter:
+            found.append(other)
+    return found[0] if len(found) == 1 else None

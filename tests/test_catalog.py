@@ -309,3 +309,62 @@ def test_cli_bad_input_is_one_line(capsys):
     assert capsys.readouterr().err.count("\n") == 1
     assert run_cli("frobnicate", "x")[0] == 2
     assert run_cli()[0] == 2
+
+
+# -- checks by site: failures without a message ---------------------------------------------------
+
+@pytest.mark.parametrize("code,names", [
+    ("assert self.mamba_track_interval >= self.speculative_num_draft_tokens", ["mamba_track_interval", "speculative_num_draft_tokens"]),
+    ("assert view.mamba_track_interval % view.page_size == 0", ["mamba_track_interval", "page_size"]),
+    ("assert self.page_size == 1, (", ["page_size"]),
+    ("assert is_cuda() or self.disable_radix_cache", ["disable_radix_cache"]),
+    ("assert (", []),
+    ("x = torch.tensor([r.mamba_ping_pong_track_buffer for r in reqs])", ["x", "mamba_ping_pong_track_buffer", "r", "reqs"]),
+])
+def test_source_names(code, names):
+    from diag.messages.sites import source_names
+    assert source_names(code) == names
+
+
+def test_module_of_a_frame_file():
+    from diag.messages.sites import module_of
+    assert module_of("/usr/local/lib/python3.10/dist-packages/sglang/srt/server_args.py") == "sglang.srt.server_args"
+    assert module_of("/sgl/python/sglang/srt/mem_cache/__init__.py") == "sglang.srt.mem_cache"
+    assert module_of("srt/managers/schedule_batch.py") == "sglang.srt.managers.schedule_batch"
+    assert module_of("<string>") is None
+
+
+@pytest.mark.parametrize("module,function,code,family", [
+    # 0.5.14 dropped the messages of these two checks: the same names, another function
+    ("sglang.srt.server_args", "_validate_mamba_extra_buffer",
+     "assert self.mamba_track_interval >= self.speculative_num_draft_tokens", "sgl-9a4b23e8"),
+    ("sglang.srt.arg_groups.mamba_hook", "validate_mamba_extra_buffer",
+     "assert view.mamba_track_interval % view.page_size == 0", "sgl-c4dd74c1"),
+    # the same place, two wordings over the releases: the newest
+    ("sglang.srt.mem_cache.mamba_radix_cache", "__init__", "assert self.page_size == 1, (", "sgl-c5e6551d"),
+    # one common name somewhere else: no guess
+    ("sglang.srt.layers.foo", "bar", "assert self.page_size == 1", None),
+    ("sglang.srt.server_args", "__post_init__", "assert self.some_new_field", None),
+])
+def test_a_bare_assert_resolves_to_the_check_it_is(cat, module, function, code, family):
+    from diag.messages.sites import source_names
+    m = cat.check_at(module, function, source_names(code))
+    assert (m.family if m else None) == family
+    if m:
+        assert m.fields == {} and m.versions == frozenset()
+
+
+def test_the_parser_gives_a_bare_assertion_its_check():
+    from diag.clean import Cleaner
+    from diag.parse.sglang import LogParser
+    text = '''Traceback (most recent call last):
+  File "/usr/local/lib/python3.12/dist-packages/sglang/srt/server_args.py", line 2210, in _validate_mamba_extra_buffer
+    assert self.mamba_track_interval >= self.speculative_num_draft_tokens
+AssertionError
+'''
+    p = LogParser()
+    for n, line in Cleaner().run(text.splitlines()):
+        p.feed(n, line)
+    p.finish()
+    exc = [e for e in p.events if e.kind == "exception"]
+    assert len(exc) == 1 and exc[0].msg is not None and exc[0].msg.family == "sgl-9a4b23e8"

@@ -248,6 +248,30 @@ def test_launch_command_parsing_like_argparse():
     assert {"abbreviation", "unknown_flag"} <= kinds_
 
 
+def test_launch_command_over_several_lines_is_one_event():
+    p = parse("""```bash
+SGLANG_ENABLE_SPEC_V2=1 python -m sglang.launch_server \\
+  --model-path Qwen/Qwen3-4B \\
+  --json-model-override-args '{
+      "rope_scaling": {"rope_type": "yarn", "factor": 4.0}
+  }' \\
+  --speculative-num-steps 1
+```
+The input (70000 tokens) is longer than the model's context length (40960).
+[2025-01-01 00:00:00] python -m sglang.launch_server --model-path /m --json-model-override-args '{"a":
+[2025-01-01 00:00:01] Load weight begin. avail mem=15.20 GB
+""")
+    launches = [e for e in p.events if e.kind == "launch"]
+    assert len(launches) == 2
+    first = launches[0]
+    assert first.line == 2 and first.end_line == 7
+    cmd = parse_launch(first.data["command"], F.for_version("0.5.10"))
+    assert cmd.env == {"SGLANG_ENABLE_SPEC_V2": "1"}
+    assert cmd.flags["--speculative-num-steps"] == "1" and '"factor": 4.0' in cmd.flags["--json-model-override-args"]
+    # a log record ends a command whose quote is still open
+    assert launches[1].end_line is None and any(e.kind == "milestone" for e in p.events)
+
+
 def test_server_args_dump_both_styles_and_cut():
     old = parse_server_args("ServerArgs(model_path='/m', mem_fraction_static=0.824, tp_size=4, mamba_scheduler_strategy='no_buffer', x=Obj(1))")
     assert old["mem_fraction_static"] == 0.824 and old["x"] == "Obj(1)"
@@ -338,3 +362,21 @@ def test_a_last_value_followed_by_a_shell_line_is_not_a_wrap():
     lines = ["[2025-01-06 02:58:11 TP0] Decode batch. #running-req: 2, #token: 307481, token usage: 1.00, #queue-req: 0",
              "Killed", "something else entirely"]
     assert [t for _, t in Cleaner().run(lines)] == lines
+
+
+def test_version_from_the_flags_an_ambiguous_option_names(tmp_path):
+    from diag.analyze import Options, analyze_with_facts
+    p = tmp_path / "x.log"
+    p.write_text("sglang serve: error: ambiguous option: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode, "
+                 "--cuda-graph-max-bs-prefill\n", encoding="utf-8")
+    f = analyze_with_facts([str(p)], options=Options(engine="v2"))[1]
+    assert f.version.low == "0.5.14" and "0.5.23" in f.catalog.versions
+
+
+def test_a_rejected_command_says_nothing_about_the_version_wherever_the_error_stands(tmp_path):
+    from diag.analyze import Options, analyze_with_facts
+    p = tmp_path / "x.log"
+    p.write_text("python -m sglang.launch_server --model m --kt-amx-weight-path /w --kt-amx-method AMXINT4\n"
+                 "it shows launch_server.py: error: unrecognized arguments: --kt-amx-method AMXINT4\n", encoding="utf-8")
+    f = analyze_with_facts([str(p)], options=Options(engine="v2"))[1]
+    assert f.version.describe() == "unknown"     # not the releases that accept the rejected flags

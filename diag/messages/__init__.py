@@ -417,6 +417,21 @@ class Catalog:
                 self._memo_all.put(message, hit)
         return list(hit)
 
+    def check_at(self, module: str | None, function: str | None, names: list[str]) -> Match | None:
+        """The check a failure without a message is, from where it fired and the names it tests
+        (diag/messages/sites.py): a Match with no fields and score 0, or None."""
+        from .sites import resolve
+        key = ("\0site", module, function, tuple(names))
+        hit = self._memo.get(key, 0)
+        if hit == 0:
+            e = resolve(self, module, function, names)
+            hit = None if e is None else Match(
+                id=e.id, family=e.family, name=e.name, template=e.template, fields={}, category=e.category,
+                event=e.event, component=e.component, module=e.module, function=e.function, kind=e.kind,
+                level=e.level, versions=frozenset(), span=(0, 0), score=0)   # not its wording: no versions
+            self._memo.put(key, hit)
+        return hit
+
     def match(self, message: str) -> Match | None:
         """The best match: the most literal characters matched; ties go to the family seen in
         the most releases. Repeated lines are answered from a memo."""

@@ -193,6 +193,7 @@ class LogParser:
         self._exc: Event | None = None       # exception whose message may continue on the next lines
         self._pyspy: Event | None = None
         self._usage: Event | None = None   # an argparse usage block lists the flags that release accepts
+        self._launch: Event | None = None  # a launch command that goes on over the next lines (\ or an open quote)
         self._batch_rank: str | None = None
         self._catalog = _catalog()
         self._line_match = None
@@ -210,6 +211,7 @@ class LogParser:
             self._keep_after -= 1
         if not text.strip():
             self._close_exc()
+            self._launch = None
             self._recent.append((lineno, text))
             return "blank"
         self.content_lines += 1
@@ -291,6 +293,9 @@ class LogParser:
 
         # tracebacks and exceptions
         stripped = msg.strip()
+        if self._launch is not None:
+            if self._continue_launch(lineno, stripped, ts or rank):
+                return "event"
         if "Traceback (most recent call last)" in msg:
             self._close_exc()
             self._close_tb()
@@ -489,7 +494,9 @@ class LogParser:
         elif stripped.startswith("usage: ") and ("launch_server" in stripped or "sglang" in stripped):
             self._usage = e("argparse", lineno, text, ts, rank, message="", usage=True, usage_flags=USAGE_FLAG.findall(stripped))
         elif "sglang.launch_server" in msg or "launch_server.py" in msg or RE_SGLANG_SERVE.search(msg):
-            e("launch", lineno, text, ts, rank, command=stripped)
+            ev = e("launch", lineno, text, ts, rank, command=stripped)
+            if _command_open(stripped):
+                self._launch = ev
         elif is_oom_text(msg, self._line_match):
             ev = e("error", lineno, text, ts, rank, message=stripped, source="oom-line")
             self._oom_from(ev)
@@ -498,6 +505,21 @@ class LogParser:
         else:
             return "plain"
         return "event"
+
+    def _continue_launch(self, lineno: int, stripped: str, prefixed) -> bool:
+        """A line that continues a launch command (after a trailing backslash, or inside a quote
+        the command opened) joins it; a log record or a long run ends it."""
+        ev = self._launch
+        if prefixed or lineno - ev.line > LAUNCH_MAX_LINES:
+            self._launch = None
+            return False
+        cmd = ev.data["command"]
+        cmd = cmd[:-1].rstrip() if cmd.endswith("\\") else cmd
+        ev.data["command"] = f"{cmd} {stripped}" if not _quote_open(cmd) else f"{cmd}\n{stripped}"
+        ev.end_line = lineno
+        if not _command_open(ev.data["command"]) or len(ev.data["command"]) > 16000:
+            self._launch = None
+        return True
 
     def _graph(self, lineno, text, ts, rank, msg) -> None:
         if " end." in msg:
@@ -570,9 +592,22 @@ class LogParser:
         self._tb_chain_next = False
         ev.end_line = lineno
         ev.msg = self._match(message) or self._match(f"{exc_type}: {message}")
+        if ev.msg is None and not message.strip() and exc_type.endswith("AssertionError") and frames:
+            ev.msg = self._check_site(frames[-1])
         self._exc = ev
         if is_oom_text(exc_type + ": " + message, ev.msg):
             self._oom_from(ev)
+
+    def _check_site(self, frame: Frame):
+        """A bare AssertionError: the catalog's check at the innermost frame that tests the names
+        its quoted source line reads (diag/messages/sites.py), or None."""
+        if self._catalog is None or not frame.code:
+            return None
+        from ..messages.sites import module_of, source_names
+        names = source_names(frame.code)
+        if not names:
+            return None
+        return self._catalog.check_at(module_of(frame.file), frame.func, names)
 
     def _oom_from(self, ev: Event) -> None:
         msg = ev.data.get("message", "")
@@ -661,6 +696,24 @@ def _complete_exception_name(prefix: str) -> str | None:
 
 # catalog event kinds that do not make an event of their own (the parser's milestones cover start-up)
 QUIET_EVENTS = ("info", "milestone")
+LAUNCH_MAX_LINES = 60
+
+
+def _quote_open(cmd: str) -> bool:
+    import shlex
+    try:
+        shlex.split(cmd)
+        return False
+    except ValueError:
+        return True
+
+
+def _command_open(cmd: str) -> bool:
+    """The command goes on over the next line: it ends with a backslash, or a quote after its
+    first flag is still open."""
+    if cmd.endswith("\\"):
+        return True
+    return " --" in cmd and _quote_open(cmd[cmd.index(" --"):])
 
 
 def _catalog():

@@ -5,7 +5,9 @@
     {flag = "--speculative-algorithm", present = true} a launch flag (any of a list of names)
     {version = ">=0.5.10,<0.5.14"}                     the log's SGLang version can be in this range
 
-Operators (exactly one per condition): eq, ne, in, not_in, gt, gte, lt, lte, present.
+Operators (exactly one per condition): eq, ne, in, not_in, gt, gte, lt, lte, present, has.
+``has`` takes a list of names or shell-style patterns (``"*mamba_track*"``) and holds when the
+value (a list of names, or one name) holds an item that one of them matches.
 A comparison with an unknown value is false (``ne`` and ``not_in`` included): a rule that
 needs a number does not fire when the number is not known.
 """
@@ -15,7 +17,7 @@ from dataclasses import dataclass
 
 from .text import MISSING
 
-OPERATORS = ("eq", "ne", "in", "not_in", "gt", "gte", "lt", "lte", "present")
+OPERATORS = ("eq", "ne", "in", "not_in", "gt", "gte", "lt", "lte", "present", "has")
 SUBJECTS = ("fact", "flag", "version")
 
 
@@ -63,6 +65,8 @@ def parse(raw: dict, where: str) -> Condition:
         raise ConditionError(f"{where}: a condition has exactly one operator of {OPERATORS}, got {raw!r}")
     op = ops[0]
     arg = raw[op]
+    if op == "has" and (not isinstance(arg, list) or not arg or not all(isinstance(a, str) and a for a in arg)):
+        raise ConditionError(f"{where}: 'has' takes a list of names or patterns: {raw!r}")
     if op in ("in", "not_in") and not isinstance(arg, list):
         raise ConditionError(f"{where}: '{op}' takes a list: {raw!r}")
     if op in ("gt", "gte", "lt", "lte") and (not isinstance(arg, (int, float)) or isinstance(arg, bool)):
@@ -93,6 +97,8 @@ def holds(cond: Condition, lookup, flag_lookup, version_check) -> bool:
         return present == arg
     if not _known(value):
         return False
+    if op == "has":
+        return _has(value, arg)
     if op == "eq":
         return value == arg or (isinstance(value, str) and value == str(arg))
     if op == "ne":
@@ -110,3 +116,11 @@ def holds(cond: Condition, lookup, flag_lookup, version_check) -> bool:
     if op == "lt":
         return value < arg
     return value <= arg
+
+
+def _has(value, patterns: list[str]) -> bool:
+    from fnmatch import fnmatchcase
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple, set, frozenset)):
+        return False
+    return any(isinstance(v, str) and any(fnmatchcase(v, p) for p in patterns) for v in items)

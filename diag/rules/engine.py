@@ -240,27 +240,22 @@ def _fixes(reg: Registry, ctx: Context, finding: Finding) -> None:
         order += 1
         if spec.applies_to and not ctx.version_ok(spec.applies_to):
             continue
-        if not all(ctx.holds(c) for c in spec.when):
-            continue
         if spec.use:
+            if not all(ctx.holds(c) for c in spec.when):
+                continue
             _use(reg, ctx, spec, groups, order)
             continue
-        value = spec.value
-        if isinstance(value, str):
-            if T.fields(value):
-                rendered = T.render(value, lambda p: ctx.lookup(p), rule.tables)
-                if "?" in rendered and not _all_known(ctx, value):
-                    continue                      # a computed value that is not known: no fix
-                value = rendered
-        elif isinstance(value, bool):
-            value = "true" if value else "false"
-        elif value is not None:
-            value = f"{value:g}" if isinstance(value, float) else str(value)
-        g = groups.setdefault(spec.option, {"title": "", "cost": spec.cost, "order": order, "fixes": [], "arithmetic": ""})
-        if spec.title and not g["title"]:
-            g["title"] = ctx.render(spec.title)
-        g["fixes"].append(Fix(flag=spec.flag, env=spec.env, external_env=spec.external_env, value=value,
-                              why=ctx.render(spec.why), action=spec.action, direction=spec.direction))
+        if spec.each:
+            items = ctx.lookup(spec.each)
+            items = items if isinstance(items, (list, tuple)) else []
+            for item in items:
+                extra = {S.ITEM: item}
+                if all(ctx.holds(c, extra) for c in spec.when):
+                    _plain(ctx, spec, groups, order, extra)
+            continue
+        if not all(ctx.holds(c) for c in spec.when):
+            continue
+        _plain(ctx, spec, groups, order, None)
     ranked = sorted(groups.items(), key=lambda kv: (kv[1]["cost"], kv[1]["order"]))
     numbers = {}
     for n, (key, g) in enumerate(ranked, 1):
@@ -281,8 +276,33 @@ def _fixes(reg: Registry, ctx: Context, finding: Finding) -> None:
         finding.fix_other.append(f"option {numbers[o.option]}: {text}" if o.option else text)
 
 
-def _all_known(ctx: Context, template: str) -> bool:
-    return all(ctx.lookup(f.path) is not T.MISSING for f in T.fields(template))
+def _plain(ctx: Context, spec: S.FixSpec, groups: dict, order: int, extra: dict | None) -> None:
+    """One fix written out in the rule (for a fix with `each`: one per list item)."""
+    value = spec.value
+    if isinstance(value, str):
+        if T.fields(value):
+            rendered = ctx.render(value, extra)
+            if "?" in rendered and not _all_known(ctx, value, extra):
+                return                            # a computed value that is not known: no fix
+            value = rendered
+    elif isinstance(value, bool):
+        value = "true" if value else "false"
+    elif value is not None:
+        value = f"{value:g}" if isinstance(value, float) else str(value)
+    flag = spec.flag
+    if spec.computed_flag:
+        flag = ctx.render(flag, extra)
+        if not S.FLAG_NAME.match(flag):
+            return                                # the explainer named no flag: no fix
+    g = groups.setdefault(spec.option, {"title": "", "cost": spec.cost, "order": order, "fixes": [], "arithmetic": ""})
+    if spec.title and not g["title"]:
+        g["title"] = ctx.render(spec.title, extra)
+    g["fixes"].append(Fix(flag=flag, env=spec.env, external_env=spec.external_env, value=value,
+                          why=ctx.render(spec.why, extra), action=spec.action, direction=spec.direction))
+
+
+def _all_known(ctx: Context, template: str, extra: dict | None = None) -> bool:
+    return all(ctx.lookup(f.path, extra) is not T.MISSING for f in T.fields(template))
 
 
 def _use(reg: Registry, ctx: Context, spec: S.FixSpec, groups: dict, order: int) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import text as T
-from .registry import registry
+from .registry import libraries
 
 
 @dataclass
@@ -23,7 +23,8 @@ class OptionText:
 def option_text(explainer: str, kind: str, values: dict, lookup=None) -> OptionText:
     """Render an option's texts from its values (`opt.*`, `after.*`, `before.*`); `lookup` resolves
     any other path (facts, explainer values), or leaves it unknown."""
-    lib = registry().library[f"{explainer}.{kind}"]
+    library, tables = libraries()
+    lib = library[f"{explainer}.{kind}"]
     extra = {"opt": values, "after": values.get("after") or {}, "before": values.get("before") or {}}
 
     def look(path: str):
@@ -37,7 +38,6 @@ def option_text(explainer: str, kind: str, values: dict, lookup=None) -> OptionT
             return cur
         return lookup(path) if lookup else T.MISSING
 
-    tables = registry().tables
     return OptionText(title=T.render(lib.title, look, tables), arithmetic=T.render(lib.arithmetic, look, tables),
                       notes=[t for t in (T.render(n, look, tables) for n in lib.notes) if t],
                       whys={c.name: T.render(c.why, look, tables) for c in lib.changes},

@@ -101,8 +101,7 @@ def _load_tables(path: Path) -> dict[str, dict]:
     return data
 
 
-def load(root: Path | None = None, check_messages: bool = True) -> Registry:
-    root = root or rules_dir()
+def _libraries(root: Path) -> tuple[dict[str, LibOption], dict[str, dict]]:
     library: dict[str, LibOption] = {}
     for p in sorted((root / "_fixes").glob("*.toml")):
         library.update(_load_library(p))
@@ -112,6 +111,12 @@ def load(root: Path | None = None, check_messages: bool = True) -> Registry:
             if name in tables:
                 raise S.RuleError(f"{p}: text table {name!r} is defined twice")
             tables[name] = table
+    return library, tables
+
+
+def load(root: Path | None = None, check_messages: bool = True) -> Registry:
+    root = root or rules_dir()
+    library, tables = _libraries(root)
     rules = [S.load_rule(p) for p in sorted(root.glob("*/*.toml")) if not p.parent.name.startswith("_")]
     seen: dict[str, str] = {}
     for r in rules:
@@ -154,18 +159,26 @@ def check_rule(reg: Registry, rule: S.Rule, check_messages: bool = True) -> None
         bad = [k for k, _ in e.args if k not in ex.args]
         if bad:
             raise S.RuleError(f"{rule.path}: explainer {e.name!r} takes no argument {bad} (takes: {list(ex.args)})")
+    per_item = {f"fix[{i}]" for i, fx in enumerate(rule.fixes) if fx.each}
     for where, template in rule.templates():
+        extra = (S.ITEM,) if where.split(".", 1)[0] in per_item else ()
         for f in T.fields(template):
-            problem = _namespace_ok(rule, f.path)
+            problem = _namespace_ok(rule, f.path, extra)
             if problem:
                 raise S.RuleError(f"{rule.path}: {where}: {problem}")
             if f.table and f.table not in rule.tables and f.table not in reg.tables:
                 raise S.RuleError(f"{rule.path}: {where}: no text table {f.table!r}")
+    item_conds = {id(c) for fx in rule.fixes if fx.each for c in fx.when}
     for c in rule.conditions():
         if c.subject == "fact":
-            problem = _namespace_ok(rule, c.target)
+            problem = _namespace_ok(rule, c.target, (S.ITEM,) if id(c) in item_conds else ())
             if problem:
                 raise S.RuleError(f"{rule.path}: condition {c.describe()}: {problem}")
+    for i, fx in enumerate(rule.fixes):
+        if fx.each:
+            problem = _namespace_ok(rule, fx.each)
+            if problem:
+                raise S.RuleError(f"{rule.path}: fix[{i}] each = {fx.each!r}: {problem}")
     for path in rule.evidence:
         problem = _namespace_ok(rule, path)
         if problem:
@@ -224,3 +237,10 @@ def registry() -> Registry:
     """The rules as the product runs them (message names are checked against the catalog by the
     tests, not on every start-up)."""
     return load(check_messages=False)
+
+
+@lru_cache(maxsize=1)
+def libraries() -> tuple[dict[str, LibOption], dict[str, dict]]:
+    """The fix libraries and shared text tables alone, without reading every rule (for the
+    option texts v1 and `diag mem` render); `load` checks them against the explainers."""
+    return _libraries(rules_dir())

@@ -12,7 +12,10 @@ A rule file (rules/<family>/<ID>-<slug>.toml) declares:
     [text.<table>] value -> text tables for {path@table}
     evidence = ["failure.event", "memory.lines"]          facts or explainer values to quote as well
     [[fix]]       option, title, cost, flag | env | external_env, value, action, direction, why, when, applies_to
-                  or use = "<explainer>.<option kind>" (its texts in rules/_fixes/<explainer>.toml)
+                  or use = "<explainer>.<option kind>" (its texts in rules/_fixes/<explainer>.toml);
+                  each = "<path to a list>": the fix is offered once per item of a list value, its
+                  texts, value, flag and conditions reading the item as {item.<key>};
+                  flag = "{path}": a flag name computed by an explainer (must render to --a-flag)
     [[fix_other]] text, option, when                      actions that are not flags
     [[case]]      name, expect, log, smi, launch, sglang_version, model_config, [case.want]
 
@@ -25,6 +28,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import rx
 from . import conditions as C
 from . import text as T
 from ..taxonomy import CATEGORIES
@@ -40,7 +44,9 @@ TOP_KEYS = {"id", "slug", "category", "severity", "role", "priority", "applies_t
 MATCH_KEYS = {"messages", "all_messages", "unless_messages", "events", "unless_events", "where", "where_any", "unless"}
 CONF_KEYS = {"base", "by_phase_basis", "max", "generic"}
 FIX_KEYS = {"option", "title", "cost", "flag", "env", "external_env", "value", "action", "direction", "why", "when",
-            "applies_to", "use"}
+            "applies_to", "use", "each"}
+FLAG_NAME = rx.compile(r"^--[a-z0-9][a-z0-9-]*$")   # rule files, and flags explainers compute
+ITEM = "item"                      # the namespace of a list item in a fix with `each`
 FIX_OTHER_KEYS = {"text", "option", "when"}
 CASE_KEYS = {"name", "expect", "log", "smi", "launch", "sglang_version", "model_config", "want", "xfail"}
 WANT_KEYS = {"category", "rule", "fix", "no_fix", "evidence", "severity", "confidence_at_least", "confidence_below",
@@ -67,10 +73,15 @@ class FixSpec:
     when: tuple = ()
     applies_to: str | None = None
     use: str | None = None          # "<explainer>.<option kind>"
+    each: str | None = None         # a path to a list: one fix per item ({item.<key>})
 
     @property
     def name(self) -> str:
         return self.flag or self.env or self.external_env or ""
+
+    @property
+    def computed_flag(self) -> bool:
+        return bool(self.flag and "{" in self.flag)
 
 
 @dataclass(frozen=True)
@@ -149,6 +160,8 @@ class Rule:
             out += [(f"fix[{i}].title", f.title), (f"fix[{i}].why", f.why)]
             if isinstance(f.value, str):
                 out.append((f"fix[{i}].value", f.value))
+            if f.computed_flag:
+                out.append((f"fix[{i}].flag", f.flag))
         out += [(f"fix_other[{i}]", o.text) for i, o in enumerate(self.fix_other)]
         return [(w, t) for w, t in out if t]
 
@@ -167,12 +180,30 @@ class _Where:
     def __init__(self, path: Path, source: str):
         self.path, self.lines = path, source.splitlines()
 
-    def at(self, needle: str) -> str:
+    def at(self, needle: str) -> "_At":
+        return _At(self, needle)
+
+    def find(self, needle: str) -> str:
         pat = re.compile(rf"^\s*\[*\s*{re.escape(needle)}\b|{re.escape(needle)}\s*=")
         for i, line in enumerate(self.lines, 1):
             if pat.search(line):
                 return f"{self.path}:{i}"
         return str(self.path)
+
+
+class _At:
+    """A 'file:line' found only when an error message is written (loading a valid rule never
+    searches its lines)."""
+    __slots__ = ("where", "needle")
+
+    def __init__(self, where: _Where, needle: str):
+        self.where, self.needle = where, needle
+
+    def __str__(self) -> str:
+        return self.where.find(self.needle)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
 
 
 def _strs(value, where: str, what: str) -> tuple[str, ...]:
@@ -344,8 +375,15 @@ def _fix(raw, i: int, w: _Where) -> FixSpec:
     if not isinstance(raw.get("option"), str) or not raw["option"]:
         raise RuleError(f"{where}: fix[{i}] needs an 'option' (the group of changes it belongs to)")
     flag = raw.get("flag")
-    if flag is not None and not re.match(r"^--[a-z0-9][a-z0-9-]*$", flag):
+    if isinstance(flag, str) and "{" in flag:
+        _template(flag, where)
+        if not re.match(r"^\{[^{}]+\}$", flag):
+            raise RuleError(f"{where}: fix[{i}]: a computed flag is one placeholder, e.g. \"{{flags.backend.flag}}\"")
+    elif flag is not None and not FLAG_NAME.match(flag):
         raise RuleError(f"{where}: fix[{i}]: {flag!r} is not a flag name (dashes, lower case)")
+    each = raw.get("each")
+    if each is not None and (not isinstance(each, str) or not re.match(r"^[A-Za-z_][\w.\-]*$", each)):
+        raise RuleError(f"{where}: fix[{i}]: each names a path to a list (e.g. \"flags.unknown\")")
     for key in ("env", "external_env"):
         if raw.get(key) is not None and not re.match(r"^[A-Z][A-Z0-9_]+$", raw[key]):
             raise RuleError(f"{where}: fix[{i}]: {raw[key]!r} is not an environment variable name")
@@ -372,7 +410,7 @@ def _fix(raw, i: int, w: _Where) -> FixSpec:
     return FixSpec(option=raw["option"], title=_template(raw.get("title"), where), cost=cost, flag=flag, env=raw.get("env"),
                    external_env=raw.get("external_env"), value=value, action=action, direction=direction,
                    why=_template(raw.get("why"), where), when=_conds(raw.get("when"), where),
-                   applies_to=_version_spec(raw.get("applies_to"), where))
+                   applies_to=_version_spec(raw.get("applies_to"), where), each=each)
 
 
 def _case(raw, i: int, w: _Where) -> Case:
