@@ -144,6 +144,7 @@ def _versions(f: Facts, parsers, explicit, override) -> None:
         for line, text in texts:
             for r in DV.template_ranges(text):
                 ranges.append((line, r))
+        ranges += _versions_from_catalog(f)
         usage = _version_from_usage(f)
         if usage:
             ranges.append((0, usage))
@@ -157,6 +158,54 @@ def _versions(f: Facts, parsers, explicit, override) -> None:
     for e in f.events:
         if e.kind == "version":
             f.components[e.data["component"]] = e.data["version"]
+
+
+def _versions_from_catalog(f: Facts) -> list[tuple[int, VersionRange]]:
+    """The releases that print each SGLang message of the log, and that have the files its frames
+    name: the message catalog dates a log by what it holds."""
+    try:
+        from .messages import Catalog
+        cat = Catalog.open()
+    except Exception:
+        return []
+    out: list[tuple[int, VersionRange]] = []
+    seen: set = set()
+    for e in f.events:
+        m = e.msg
+        if m is None or getattr(m, "component", None) != "sglang":
+            continue
+        text = e.data.get("message") or e.text
+        if (m.family, text) in seen:
+            continue
+        seen.add((m.family, text))
+        vs = cat.printing_versions(text)
+        r = _release_range(cat, vs, f"the wording of '{(m.template or text)[:50]}'")
+        if r:
+            out.append((e.line, r))
+    modules: dict[str, int] = {}
+    for e in f.events:
+        for fr in e.data.get("frames") or []:
+            tail = P._sglang_tail(fr.file.replace("\\", "/"))
+            if tail:
+                modules.setdefault(tail.removesuffix(".py").replace("/", "."), e.line)
+    for module, line in modules.items():
+        r = _release_range(cat, cat.module_versions(module), f"the file {module.replace('.', '/')}.py in a traceback")
+        if r:
+            out.append((line, r))
+    return out
+
+
+def _release_range(cat, versions: list[str], why: str) -> VersionRange | None:
+    """The span of releases (first to last); None when it says little (no release, or most of them:
+    a file every release since 0.2 has dates nothing)."""
+    every = cat.releases("sglang")
+    if not versions or len(versions) > 0.6 * len(every):
+        return None
+    low = None if versions[0] == every[0] else versions[0]
+    high = None if versions[-1] == every[-1] else versions[-1]
+    if low is None and high is None:
+        return None
+    return VersionRange(low=low, high=high, source=why)
 
 
 def _version_from_usage(f: Facts) -> VersionRange | None:

@@ -45,7 +45,19 @@ def _spell(finding: Finding, facts, strict: bool) -> None:
     seen = set()
     for fix in finding.fix:
         if fix.flag:
-            spelled = cat.translate(fix.flag, fix.value if fix.action != "remove" else None) if cat else [(fix.flag, fix.value)]
+            value = fix.value if fix.action != "remove" else None
+            spelled = cat.translate(fix.flag, value) if cat else [(fix.flag, fix.value)]
+            if not spelled and cat and len(cat.versions) > 1:
+                # the log narrows the version only to a range over which the flag was renamed or added:
+                # spelled as the newest release of the range spells it
+                from .flags import for_version
+                newest = for_version(cat.versions[-1])
+                spelled = newest.translate(fix.flag, value)
+                if spelled:
+                    note = (f"{spelled[0][0]} is spelled as SGLang {cat.versions[-1]} spells it; the log narrows the version "
+                            f"only to {cat.label}, across which the flag changed")
+                    if note not in finding.confidence_notes:
+                        finding.confidence_notes.append(note)
             if not spelled:
                 msg = f"{fix.flag} does not exist in SGLang {cat.label}, so it is not suggested"
                 if strict:

@@ -689,6 +689,13 @@ def write_catalog(path: Path, releases: dict, msgs: list[dict], meta: dict,
     if len({r[0] for r in rows}) != len(rows):
         sys.exit("message id collision")
     cand = []
+    module_rel: dict[tuple[str, str], set] = defaultdict(set)   # the releases a module (file) raises or logs in
+    for _, m in rows:
+        if "file" not in m:
+            for loc in m["locations"]:
+                module_rel[(m["component"], loc["module"])] |= set(loc["rel"])
+    for (comp, module), rel in sorted(module_rel.items()):
+        db.execute("INSERT OR IGNORE INTO modules VALUES (?,?,?)", (module, comp, rangestr(rel)))
     for n, m in rows:
         if "file" in m:         # a hand entry: one message, its own family
             e = m

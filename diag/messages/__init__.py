@@ -330,6 +330,28 @@ class Catalog:
                         "names": [self._word(int(x)) for x in names.split(",") if x]})
         return out
 
+    def module_versions(self, module: str) -> list[str]:
+        """The releases in which a module (a file: 'sglang.srt.mem_cache.memory_pool') raises or logs
+        any message, in release order; [] when the catalog does not know it."""
+        try:
+            row = self.db.execute("SELECT component, versions FROM modules WHERE module = ?", (module,)).fetchone()
+        except sqlite3.Error:           # a catalog built before the table existed
+            return []
+        if not row:
+            return []
+        rel = self.releases(row[0])
+        return [rel[i] for i in sorted(parse_ranges(row[1])) if i < len(rel)]
+
+    def printing_versions(self, message: str) -> list[str]:
+        """The releases that can print this text: every message that matches it as well as the best one."""
+        matches = self.match_all(message)
+        if not matches:
+            return []
+        best = max(m.score for m in matches)
+        comp = matches[0].component
+        vs = set().union(*(m.versions for m in matches if m.score == best and m.component == comp))
+        return [v for v in self.releases(comp) if v in vs]
+
     def versions_of(self, match: Match | Entry) -> list[str]:
         """The releases that print this message, in release order."""
         comp = match.component
