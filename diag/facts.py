@@ -10,6 +10,7 @@ from . import phase as P
 from .events import Event
 from .launch import LaunchCommand, parse_launch, server_args_to_flags, split_command
 from .parse.sglang import BatchSeries, LogParser
+from . import versions as V
 from .versions import VersionRange
 
 ENV_EXPORT = re.compile(r"^(?:export\s+)?([A-Z][A-Z0-9_]{2,})=(\S*)\s*$")
@@ -144,7 +145,7 @@ def _versions(f: Facts, parsers, explicit, override) -> None:
         for line, text in texts:
             for r in DV.template_ranges(text):
                 ranges.append((line, r))
-        ranges += _versions_from_catalog(f)
+        ranges += _versions_from_catalog(f, parsers)
         usage = _version_from_usage(f)
         if usage:
             ranges.append((0, usage))
@@ -160,7 +161,7 @@ def _versions(f: Facts, parsers, explicit, override) -> None:
             f.components[e.data["component"]] = e.data["version"]
 
 
-def _versions_from_catalog(f: Facts) -> list[tuple[int, VersionRange]]:
+def _versions_from_catalog(f: Facts, parsers) -> list[tuple[int, VersionRange]]:
     """The releases that print each SGLang message of the log, and that have the files its frames
     name: the message catalog dates a log by what it holds."""
     try:
@@ -170,18 +171,27 @@ def _versions_from_catalog(f: Facts) -> list[tuple[int, VersionRange]]:
         return []
     out: list[tuple[int, VersionRange]] = []
     seen: set = set()
-    for e in f.events:
-        m = e.msg
-        if m is None or getattr(m, "component", None) != "sglang":
+    # what SGLang printed: not a command line someone ran (its flags may be the rejected ones)
+    texts = [(e.line, e.data.get("message") or e.text) for e in f.events if e.msg is not None and e.kind != "launch"]
+    texts += [p.first_batch for p in parsers if p.first_batch]      # batch lines changed their wording too
+    for line, text in texts:
+        text = " ".join((text or "").split())          # a message wrapped over lines reads as one
+        if not text or text in seen:
             continue
-        text = e.data.get("message") or e.text
-        if (m.family, text) in seen:
-            continue
-        seen.add((m.family, text))
+        seen.add(text)
         vs = cat.printing_versions(text)
-        r = _release_range(cat, vs, f"the wording of '{(m.template or text)[:50]}'")
+        r = _release_range(cat, vs, f"the wording of '{text[:50]}'")
         if r:
-            out.append((e.line, r))
+            out.append((line, r))
+    sa = next((e for e in f.events if e.kind == "server_args" and e.data.get("fields")), None)
+    if sa is not None:
+        fit = F.versions_matching_fields(list(sa.data["fields"]))
+        if fit:
+            out.append((sa.line, VersionRange(low=fit[0], high=fit[-1], source="the fields of the server_args dump")))
+    for e in f.events:
+        if e.kind == "argparse" and e.data.get("prog") in ARGPARSE_PROG:
+            low, high = ARGPARSE_PROG[e.data["prog"]]
+            out.append((e.line, VersionRange(low=low, high=high, source=f"argparse's program name '{e.data['prog']}'")))
     modules: dict[str, int] = {}
     for e in f.events:
         for fr in e.data.get("frames") or []:
@@ -195,11 +205,20 @@ def _versions_from_catalog(f: Facts) -> list[tuple[int, VersionRange]]:
     return out
 
 
+# the program name argparse prints in its errors: the entry point changed to `sglang serve` in 0.5.10
+ARGPARSE_PROG = {"launch_server.py": (None, "0.5.9"), "sglang serve": ("0.5.10", None)}
+
+
 def _release_range(cat, versions: list[str], why: str) -> VersionRange | None:
-    """The span of releases (first to last); None when it says little (no release, or most of them:
-    a file every release since 0.2 has dates nothing)."""
+    """The span of releases (first to last); None when it says nothing the flag catalogs can use (no
+    release, or a span that holds every release the flag catalogs cover: a file every release since
+    0.2 has dates nothing)."""
     every = cat.releases("sglang")
-    if not versions or len(versions) > 0.6 * len(every):
+    if not versions:
+        return None
+    covered = F.catalog_versions()
+    first, last = V.key(versions[0]), V.key(versions[-1])
+    if all(first <= V.key(v) <= last for v in covered):
         return None
     low = None if versions[0] == every[0] else versions[0]
     high = None if versions[-1] == every[-1] else versions[-1]

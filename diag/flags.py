@@ -320,6 +320,24 @@ def versions_matching_usage(usage_flags: list[str]) -> list[str]:
     return [v for v, sc in zip(catalog_versions(), scores) if sc == best]
 
 
+def versions_matching_fields(fields: list[str]) -> list[str]:
+    """Catalog versions whose ServerArgs has every field a server_args dump shows (the dump lists every
+    field of its release, so a field a version lacks rules that version out); [] when none or all fit."""
+    names = {f for f in fields if f and not f.startswith("_")}
+    if len(names) < 10:
+        return []
+    fitting = []
+    for vi, v in enumerate(catalog_versions()):
+        dests = {d.get("dest") for _, (_, d) in _accepted(vi).items()}
+        missing = len(names - dests)
+        fitting.append((missing, v))
+    best = min(m for m, _ in fitting)
+    if best > 0.05 * len(names):          # a fork or a release between the examined ones: too far to say
+        return []
+    out = [v for m, v in fitting if m == best]
+    return [] if len(out) == len(fitting) else out
+
+
 def _versions_in(rng: V.VersionRange) -> list[str]:
     return [v for v in catalog_versions() if rng.contains(v)]
 

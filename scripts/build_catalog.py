@@ -722,6 +722,12 @@ def write_catalog(path: Path, releases: dict, msgs: list[dict], meta: dict,
         if m["specific"]:
             cand.append(((n, 0), m["template"], None))
 
+    # the heads: the first two words of each template, to find the message a cut line is the start of
+    for (n, _k), tmpl, e in cand:
+        if e is None and tmpl:
+            words = T.TOKEN.findall(T.head_text(tmpl))[:2]
+            if len(words) == 2:
+                db.execute("INSERT OR IGNORE INTO heads VALUES (?,?)", (" ".join(words), n))
     # the pre-filter: one anchor key per matchable message (per top-level alternative of a regex)
     anchors = choose_anchors([(i, t) for i, t, _ in cand])
     for i in sorted(anchors):

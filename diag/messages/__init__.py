@@ -12,12 +12,14 @@ cached). Start-up and per-line cost do not grow with the number of messages.
 """
 from __future__ import annotations
 
+import re
 import sqlite3
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .store import CATALOG_PATH, FAMILY_PREFIX, decompress, family_number, message_number, parse_ranges
+from . import template as _template
 from .template import line_keys, literal_chars, needles, to_regex
 
 __all__ = ["Catalog", "Match", "Entry", "CatalogError"]
@@ -28,6 +30,8 @@ CAND_SIZE = 8192            # distinct word sets remembered (lines that differ o
 REGEX_SIZE = 512            # compiled regexes kept (RE2 keeps up to ~50 KB of DFA cache per pattern in use)
 ENTRY_SIZE = 4096           # catalog rows kept
 MAX_CANDIDATES = 256        # catalog rows looked at per line at most
+PREFIX_MIN = 30             # literal characters a cut message must show to be matched by its start
+PREFIX_TRIES = 16           # templates tried for a cut message
 
 
 class CatalogError(RuntimeError):
@@ -85,6 +89,27 @@ class Match:
     versions: frozenset[str]
     span: tuple[int, int]
     score: int                               # literal characters matched (whitespace not counted)
+    partial: bool = False                    # the text ends inside the message (a cut paste): its start matched
+
+
+def _prefix_cuts(template: str, text: str, limit: int = 4):
+    """Where to cut a template so that its start is what a cut text shows: right after an occurrence
+    (last first) of the last word of the text (3+ letters) that stands in the template's first line
+    outside its placeholders."""
+    first = template.split("\n", 1)[0]
+    literal = []
+    depth = 0
+    for ch in first:                      # the template with its placeholders blanked out
+        depth += ch == "{"
+        literal.append(" " if depth else ch)
+        depth -= ch == "}" and depth > 0
+    lit = "".join(literal)
+    end = len(first.rstrip())
+    for word in reversed(_template.TOKEN.findall(text[-400:])):
+        spots = [m.end() for m in re.finditer(re.escape(word), lit)]
+        if spots:
+            yield from [c for c in reversed(spots) if 0 < c < end][:limit]
+            return
 
 
 def _convert(value: str | None, typ: str):
@@ -344,13 +369,12 @@ class Catalog:
 
     def printing_versions(self, message: str) -> list[str]:
         """The releases that can print this text: every message that matches it as well as the best one."""
-        matches = self.match_all(message)
-        if not matches:
+        matches = [m for m in self.match_all(message) if m.versions and m.component == "sglang"]
+        if not matches:          # a hand entry may name the line better, but only extracted messages carry releases
             return []
         best = max(m.score for m in matches)
-        comp = matches[0].component
-        vs = set().union(*(m.versions for m in matches if m.score == best and m.component == comp))
-        return [v for v in self.releases(comp) if v in vs]
+        vs = set().union(*(m.versions for m in matches if m.score == best))
+        return [v for v in self.releases("sglang") if v in vs]
 
     def versions_of(self, match: Match | Entry) -> list[str]:
         """The releases that print this message, in release order."""
@@ -412,6 +436,71 @@ class Catalog:
                      kind=e.kind, level=e.level, versions=e.versions, span=span,
                      score=_nonspace(m.group(0)) - captured)
 
+    def _prefix_match(self, message: str, cands: list[Entry]) -> Match | None:
+        """A message cut mid-way (the paste or the line ends inside it): the longest start of a
+        template, cut at a word boundary of its literal text, that matches up to the end of the
+        text, with enough literal text (PREFIX_MIN characters) to be sure. Tried only when nothing
+        matched whole."""
+        text = message.rstrip()
+        if len(text) < PREFIX_MIN:
+            return None
+        best = None
+        for e in cands[:PREFIX_TRIES]:
+            if not e.specific or e.template is None or not any(p in text for p in e.needles):
+                continue
+            for cut in _prefix_cuts(e.template, text):
+                found = self._try_prefix(e, cut, text)
+                if found is not None and found.score >= PREFIX_MIN and (best is None or found.score > best[0]):
+                    best = (found.score, found)
+                    break
+        return best[1] if best else None
+
+    def _head_candidates(self, message: str) -> list[Entry]:
+        """The messages whose first two words the text starts with (also after an 'ExceptionType: ')."""
+        keys = []
+        for part in (message, message.split(": ", 1)[1] if ": " in message[:80] else ""):
+            words = _template.TOKEN.findall(part[:200])[:2]
+            if len(words) == 2:
+                keys.append(" ".join(words))
+        if not keys:
+            return []
+        q = ",".join("?" * len(keys))
+        try:
+            ns = [r[0] for r in self.db.execute(f"SELECT message FROM heads WHERE key IN ({q}) LIMIT 64", keys)]
+        except sqlite3.Error:          # a catalog built before the table existed
+            return []
+        return [e for e in self._entries_for(ns) if e.specific]
+
+    def _try_prefix(self, e: Entry, cut: int, text: str) -> Match | None:
+        if True:
+            key = ("\0prefix", e.n, cut)
+            rx = self._regex.get(key)
+            if rx is None:
+                pat, _ = to_regex(e.template[:cut])
+                try:
+                    rx = self._compile_rx(pat + r"\S{0,40}\s*$")     # the word after it may be cut too
+                except Exception:
+                    rx = False
+                self._regex.put(key, rx)
+            if not rx:
+                return None
+            m = rx.search(text)
+            if m is None:
+                return None
+            score = _nonspace(m.group(0)) - sum(_nonspace(v) for v in m.groupdict().values() if v)
+            types = dict(e.fields)
+            fields = {e.renames.get(g, g): _convert(v, types.get(g, "str")) for g, v in m.groupdict().items()}
+            return Match(id=e.id, family=e.family, name=e.name, template=e.template, fields=fields,
+                         category=e.category, event=e.event, component=e.component, module=e.module,
+                         function=e.function, kind=e.kind, level=e.level, versions=e.versions,
+                         span=m.span(), score=score, partial=True)
+
+    def _compile_rx(self, pattern: str):
+        if self._compile is None:
+            from .. import rx as RX
+            self._compile = lambda p: RX._engine().compile(p)
+        return self._compile(pattern)
+
     def _scan(self, message: str, best_only: bool) -> tuple[Match, ...]:
         cands = [e for e in self._candidates(message)
                  if e.specific and all(p in message for p in e.needles)]
@@ -428,6 +517,20 @@ class Catalog:
                 best = max(best, m.score)
         out.sort(key=lambda x: (-x[0].score, -x[1], x[0].id))
         return tuple(m for m, _ in out)
+
+    def match_cut(self, message: str) -> Match | None:
+        """The message a text that stops mid-way (the last line of a cut paste) is the start of."""
+        whole = self.match(message)
+        if whole is not None and whole.score >= PREFIX_MIN:
+            return whole
+        key = ("\0cut", message)
+        hit = self._memo.get(key, 0)
+        if hit == 0:
+            hit = self._prefix_match(message, self._head_candidates(message))
+            self._memo.put(key, hit)
+        if whole is not None and (hit is None or whole.score >= hit.score):
+            return whole
+        return hit
 
     def match_all(self, message: str) -> list[Match]:
         """Every catalog message that matches, best first (most literal text matched, then the

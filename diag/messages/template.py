@@ -83,15 +83,31 @@ def escape(text: str) -> str:
     return text.replace("{", "{{").replace("}", "}}")
 
 
+# Sentence punctuation run into the next word ("no_buffer.To use"): SGLang's source often joins two
+# literals without a space, and a paste or a wrapped line puts one back. There the text may or may not
+# have whitespace.
+_RUN_ON = re.compile(r"(?<=[a-z0-9_)\]'\"])([.;:,!?])(?=[A-Z])")
+
+
 def _re_literal(text: str) -> str:
     parts = []
     pos = 0
     for m in _WS.finditer(text):
-        parts.append(re.escape(text[pos:m.start()]))
+        parts.append(_re_word(text[pos:m.start()]))
         parts.append(r"\s+")
         pos = m.end()
-    parts.append(re.escape(text[pos:]))
+    parts.append(_re_word(text[pos:]))
     return "".join(parts)
+
+
+def _re_word(word: str) -> str:
+    out, pos = [], 0
+    for m in _RUN_ON.finditer(word):
+        out.append(re.escape(word[pos:m.end()]))
+        out.append(r"\s*")
+        pos = m.end()
+    out.append(re.escape(word[pos:]))
+    return "".join(out)
 
 
 def _lines(segs: list[tuple]) -> list[list[tuple]]:
@@ -256,6 +272,16 @@ def needles(template: str, k: int = 12) -> tuple[str, ...]:
     pieces: list[str] = []
     for seg in _lines(parse(template))[0]:
         if seg[0] == "lit":
-            pieces.extend(p for p in seg[1].split() if len(p) >= 3)
+            for word in seg[1].split():
+                pieces.extend(p for p in _RUN_ON.sub(r"\1 ", word).split() if len(p) >= 3)
     pieces.sort(key=lambda p: (-len(p), p))
     return tuple(pieces[:k])
+
+
+def head_text(template: str) -> str:
+    """The literal text a template starts with, up to its first placeholder (its first line)."""
+    first = template.split("\n", 1)[0]
+    cut = first.find("{")
+    while cut >= 0 and first[cut:cut + 2] == "{{":
+        cut = first.find("{", cut + 2)
+    return first if cut < 0 else first[:cut]

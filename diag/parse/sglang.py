@@ -68,7 +68,7 @@ RE_EXIT_CODE = rx.compile(r"^Exit code: (-?\d+)")
 RE_NCCL_VER = rx.compile(r"sglang is using nccl==([\d.]+)|NCCL version ([\d.]+)")
 RE_ACCESS = rx.compile(r'^(?:INFO:\s+)?[\d.:\[\]a-f]*:?\d* ?- "(?:GET|POST|PUT|DELETE|HEAD|OPTIONS) (\S+) HTTP/[\d.]+" (\d{3})')
 USAGE_FLAG = rx.compile(r"\[(--[\w-]+)")
-RE_ARGPARSE = rx.compile(r"^(?:[\w./-]+|sglang serve): error: (.+)$")
+RE_ARGPARSE = rx.compile(r"^([\w./-]+|sglang serve): error: (.+)$")
 RE_READY = "The server is fired up and ready to roll!"
 RE_PROGRESS = rx.compile(r"(?P<what>Loading (?:safetensors|pt|bin|npcache|gguf) checkpoint shards|Multi-thread loading shards|"
                          r"Loading weights|Capturing batches)(?: \(bs=\d+ avail_mem=(?P<avail>[\d.]+) GB\))?:\s*\d+%")
@@ -490,7 +490,7 @@ class LogParser:
         elif msg.startswith("nohup:"):
             e("nohup", lineno, text, ts, rank)
         elif (m := RE_ARGPARSE.match(stripped)):
-            e("argparse", lineno, text, ts, rank, message=m[1])
+            e("argparse", lineno, text, ts, rank, message=m[2], prog=m[1].rsplit("/", 1)[-1])
         elif stripped.startswith("usage: ") and ("launch_server" in stripped or "sglang" in stripped):
             self._usage = e("argparse", lineno, text, ts, rank, message="", usage=True, usage_flags=USAGE_FLAG.findall(stripped))
         elif "sglang.launch_server" in msg or "launch_server.py" in msg or RE_SGLANG_SERVE.search(msg):
