@@ -200,6 +200,22 @@ def test_best_match_is_the_most_specific(cat):
     assert ms[0].score > ms[1].score
 
 
+def test_a_fallback_yields_to_a_specific_entry_whatever_the_scores(cat):
+    # the generic wrappers (README: fallback = true) come after every specific entry that matches
+    abi = "ImportError: /x/sgl_kernel/common_ops.abi3.so: undefined symbol: _ZN5torch3jit17parseSchemaOrNameERKSsb"
+    ms = cat.match_all(abi)
+    assert [m.id for m in ms][:2] == ["python.undefined_symbol_torch_abi", "python.undefined_symbol"]
+    # os.errno_enoent matches more literal text than ninja.not_installed, and still yields
+    ninja = "FileNotFoundError: [Errno 2] No such file or directory: 'ninja'"
+    ms = {m.id: m for m in cat.match_all(ninja)}
+    assert ms["os.errno_enoent"].score > ms["ninja.not_installed"].score
+    assert cat.match(ninja).id == "ninja.not_installed"
+    assert cat.match("ImportError: libnvrtc.so.12: cannot open shared object file: No such file or directory").id \
+        == "python.libnvrtc_missing"
+    # a fallback alone still matches
+    assert cat.match("ImportError: /x/ext.so: undefined symbol: some_function_v2").id == "python.undefined_symbol"
+
+
 def test_hand_entries_are_merged(cat):
     m = cat.match("ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 30000): "
                   "address already in use")

@@ -62,6 +62,7 @@ class Entry:
     family_releases: int = 0
     needles: tuple[str, ...] = ()            # literal pieces every rendering holds verbatim
     max_score: int = 0                       # literal characters (no whitespace): the best score it can get
+    fallback: bool = False                   # a hand wrapper that yields to any other entry matching the line
 
     @property
     def exception(self) -> str | None:
@@ -242,7 +243,8 @@ class Catalog:
             renames=json.loads(renames) if renames else {}, module=module, function=function,
             family_releases=self._family_releases(fn, comp) if hand is None else 0,
             needles=needles(template) if template else (),
-            max_score=literal_chars(template, spaces=False) if template else len(regex))
+            max_score=literal_chars(template, spaces=False) if template else len(regex),
+            fallback=bool(hand is not None and extra.get("fallback")))
 
     def _entries_for(self, ns: list[int]) -> list[Entry]:
         out, missing = [], []
@@ -424,9 +426,12 @@ class Catalog:
                 break
             m = self._try(e, message)
             if m is not None:
-                out.append((m, e.family_releases))
-                best = max(best, m.score)
-        out.sort(key=lambda x: (-x[0].score, -x[1], x[0].id))
+                out.append((m, e))
+                if not e.fallback:          # a fallback never stops the search for a specific entry
+                    best = max(best, m.score)
+        # a fallback (a generic wrapper such as 'undefined symbol: {symbol}') yields to every
+        # other entry that matches the same line, whatever their scores
+        out.sort(key=lambda x: (x[1].fallback, -x[0].score, -x[1].family_releases, x[0].id))
         return tuple(m for m, _ in out)
 
     def match_all(self, message: str) -> list[Match]:
