@@ -183,6 +183,25 @@ name: EADDRINUSE,""")
     assert "EADDRINUSE" in exc.data["message"] and exc.end_line == 4
 
 
+def test_a_message_inside_an_exception_message_is_an_event_of_its_own():
+    # NCCL's 'Last error:' detail under the DistBackendError: the shm failure is a message of its own
+    p = parse("torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.cpp:81, "
+              "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5\n"
+              "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error.\n"
+              "Last error:\n"
+              "Error while creating shared memory segment /dev/shm/nccl-vzIpS6 (size 9637888)\n")
+    exc = next(e for e in p.events if e.kind == "exception")
+    nested = [e for e in p.events if e.kind == "message" and e.data.get("inside") == exc.line]
+    shm = next(e for e in nested if e.msg.id == "nccl.shm_segment_failed")
+    assert shm.line == 4 and shm.msg.fields["path"] == "/dev/shm/nccl-vzIpS6"
+    assert "shared memory segment" in exc.data["message"]            # the exception keeps its whole message
+    # an OOM's own continuation lines stay part of the OOM
+    p = parse("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+              "79.14 GiB of which 1.10 GiB is free.\n"
+              "Of the allocated memory 73.96 GiB is allocated by PyTorch, and 639.99 MiB is reserved by PyTorch but unallocated.\n")
+    assert not [e for e in p.events if e.kind == "message"]
+
+
 def test_oom_numbers_new_and_old_wording():
     new = parse_oom_numbers("CUDA out of memory. Tried to allocate 26.00 MiB. GPU 1 has a total capacity of 15.77 GiB of which 44.44 MiB "
                             "is free. Process 4312 has 1.50 GiB memory in use. Including non-PyTorch memory, this process has 14.05 GiB "

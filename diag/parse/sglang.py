@@ -353,6 +353,7 @@ class LogParser:
                 self._exc.end_line = lineno
                 if self._exc.data.get("oom") is None and is_oom_text(stripped):
                     self._oom_from(self._exc)
+                self._nested(lineno, text, ts, rank, stripped)
                 if len(self._exc.data["message"]) > 4000:
                     self._close_exc()
                 return "event"
@@ -388,6 +389,16 @@ class LogParser:
                 self._event("message", lineno, text, ts, rank, message=stripped).msg = m
                 return "event"
         return cls
+
+    def _nested(self, lineno, text, ts, rank, stripped) -> None:
+        """A line of an exception's message that is a message of its own (NCCL's 'Last error:' detail,
+        a transport error a rank reports about its peer): an event of its own, tied to the exception."""
+        m = self._match(stripped)
+        exc = self._exc
+        if m is None or m.event in QUIET_EVENTS or m.event == "device_oom" or (exc.msg is not None and m.id == exc.msg.id):
+            return
+        ev = self._event("message", lineno, text, ts, rank, message=stripped, inside=exc.line)
+        ev.msg = m
 
     def _match(self, text: str):
         """The catalog's match for a message (None when the catalog is missing or knows nothing)."""
