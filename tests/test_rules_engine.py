@@ -209,3 +209,12 @@ def test_an_explainer_value_still_needs_the_explainer_declared(tmp_path, shadow_
         where = [{fact = "state", eq = "failed"}]
         ''')
     assert RG.load(root, check_messages=False).rules[0].title == "proxy {env.HTTP_PROXY}"
+
+
+def test_escaped_braces_render_literally_and_stray_ones_are_refused():
+    from diag.rules import text as T
+    got = T.render("docker inspect --format '{{{{.State.OOMKilled}}}}' [[{x} ]]done", lambda p: T.MISSING)
+    assert got == "docker inspect --format '{{.State.OOMKilled}}' done"
+    for bad in ("a } b", "a {x b", "[[ { ]]"):
+        with pytest.raises(T.TemplateError, match="stray brace"):
+            T.parse(bad)
