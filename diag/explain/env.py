@@ -25,8 +25,8 @@ from . import Explainer, ExplainContext, Values
 
 PROVIDES = (
     "message", "messages", "signal", "signal_line", "signals", "sigkill", "oom_killer", "error_before",
-    "error_before_line", "nccl_frames", "dump_phase", "flashinfer", "sampling", "port", "port_name", "next_port", "http_port",
-    "hicache_size_gb", "hicache_ratio_fit", "hicache_ratio_raise", "collective_timeout_s", "collective_seq",
+    "error_before_line", "nccl_frames", "dump_phase", "flashinfer", "sampling", "port", "port_name", "next_port", "http_port", "tcpstore", "dp_size", "tp_size", "multi_dp",
+    "hicache_size_gb", "hicache_ratio_fit", "hicache_ratio_raise", "hicache_requested_gb", "hicache_available_gb", "collective_timeout_s", "collective_seq",
     "early_collective", "dist_timeout_s", "multi_node", "module", "package", "library", "cuda_library",
     "local_host", "host", "sighup", "fault_gpus", "fault_errors", "fault_severe", "held_gpus", "held_used_mib",
     "held_total_mib", "held_pids", "smi_error",
@@ -203,6 +203,9 @@ def _port_of(address) -> int | None:
 
 
 def _ports(facts, hits, v: dict) -> None:
+    v["dp_size"] = _int(facts.flag("--dp-size", "--data-parallel-size")) or 1
+    v["tp_size"] = _int(facts.flag("--tp-size", "--tensor-parallel-size")) or 1
+    v["multi_dp"] = v["dp_size"] > 1
     http = _int(facts.flag("--port"))
     v["http_port"] = http or 30000
     port = name = None
@@ -211,6 +214,8 @@ def _ports(facts, hits, v: dict) -> None:
         port = port or _int(f.get("port")) or _port_of(f.get("address"))
         name = name or f.get("port_name")
     v["port"], v["port_name"] = port, name
+    v["tcpstore"] = any((_name(e) or "").startswith(("torch.tcpstore", "torch.libuv")) or _name(e) == "port.internal_in_use"
+                        for e in hits)
     base = port or v["http_port"]
     v["next_port"] = base + 1 if base < 65535 else base - 1
 
@@ -219,8 +224,9 @@ def _hicache(facts, hits, v: dict) -> None:
     req = avail = None
     for e in hits:
         f = _fields(e)
-        req = req if req is not None else _float(f.get("requested_bytes", f.get("requested")))
-        avail = avail if avail is not None else _float(f.get("available"))
+        req = req if req is not None else _float(f.get("requested_bytes"))           # GB (1e9), named so by SGLang
+        avail = avail if avail is not None else _float(f.get("available", f.get("available_bytes")))
+    v["hicache_requested_gb"], v["hicache_available_gb"] = req, avail
     if avail is not None and avail > 1:
         v["hicache_size_gb"] = max(1, int(avail * 0.9))
     ratio = _float(facts.flag("--hicache-ratio"))
@@ -237,7 +243,7 @@ def _collective(facts, hits, v: dict) -> None:
         f = _fields(e)
         timeout_ms = timeout_ms or _int(f.get("timeout_ms"))
         seq = seq or _int(f.get("seq"))
-    secs = (timeout_ms // 1000) if timeout_ms else None
+    secs = (timeout_ms // 1000) if timeout_ms else _int(facts.flag("--dist-timeout"))
     v["collective_timeout_s"], v["collective_seq"] = secs, seq
     serving = any(len(b) for b in facts.batches)
     v["early_collective"] = (seq is not None and seq <= 10) or not serving
