@@ -179,10 +179,23 @@ def _dump_phase(facts) -> str | None:
     return P.from_frames(frames) if frames else None
 
 
+def _all_matches(ev) -> list:
+    """Every catalog message a matched line is (a FlashInfer wrapper around a CUDA error is both);
+    the event carries only the best one."""
+    try:
+        from ..messages import Catalog
+    except ImportError:
+        return [ev.msg] if ev.msg is not None else []
+    text = ev.text if ev.kind != "exception" else f"{ev.data.get('type') or ''}: {ev.data.get('message') or ''}"
+    found = Catalog.open().match_all(text[:4000]) if text else []
+    return found or ([ev.msg] if ev.msg is not None else [])
+
+
 def _flashinfer(facts, hits, v: dict) -> None:
-    comps = {getattr(e.msg, "component", None) for e in hits if e.msg is not None}
-    kernels = [str(_fields(e).get("kernel") or "") for e in hits]
-    files = [str(_fields(e).get("file") or "") for e in hits]
+    matches = [m for e in hits for m in _all_matches(e)]
+    comps = {m.component for m in matches}
+    kernels = [str(m.fields.get("kernel") or "") for m in matches]
+    files = [str(m.fields.get("file") or "") for m in matches]
     frames = [fr for e in hits for fr in (e.data.get("frames") or [])]
     v["flashinfer"] = ("flashinfer" in comps or any(k.startswith(FLASHINFER_KERNELS) for k in kernels)
                        or any("flashinfer" in f.lower() for f in files)
