@@ -201,7 +201,7 @@ def test_best_match_is_the_most_specific(cat):
 
 
 def test_a_fallback_yields_to_a_specific_entry_whatever_the_scores(cat):
-    # the generic wrappers (README: fallback = true) come after every specific entry that matches
+    # the generic wrappers (README: fallback = true) come after every specific hand entry that matches
     abi = "ImportError: /x/sgl_kernel/common_ops.abi3.so: undefined symbol: _ZN5torch3jit17parseSchemaOrNameERKSsb"
     ms = cat.match_all(abi)
     assert [m.id for m in ms][:2] == ["python.undefined_symbol_torch_abi", "python.undefined_symbol"]
@@ -214,6 +214,9 @@ def test_a_fallback_yields_to_a_specific_entry_whatever_the_scores(cat):
         == "python.libnvrtc_missing"
     # a fallback alone still matches
     assert cat.match("ImportError: /x/ext.so: undefined symbol: some_function_v2").id == "python.undefined_symbol"
+    # it yields to hand entries only: against an extracted message the scores decide
+    assert cat.match("OSError: libnuma.so.1: cannot open shared object file: No such file or directory").id \
+        == "python.cannot_open_shared_object"
 
 
 def test_hand_entries_are_merged(cat):

@@ -429,9 +429,11 @@ class Catalog:
                 out.append((m, e))
                 if not e.fallback:          # a fallback never stops the search for a specific entry
                     best = max(best, m.score)
-        # a fallback (a generic wrapper such as 'undefined symbol: {symbol}') yields to every
-        # other entry that matches the same line, whatever their scores
-        out.sort(key=lambda x: (x[1].fallback, -x[0].score, -x[1].family_releases, x[0].id))
+        # a hand fallback (a generic wrapper such as 'undefined symbol: {symbol}') yields to every
+        # other hand entry that matches the same line, whatever their scores; against extracted
+        # messages the scores decide as usual
+        curated = any(not e.fallback and e.origin == "hand" for _, e in out)
+        out.sort(key=lambda x: (x[1].fallback and curated, -x[0].score, -x[1].family_releases, x[0].id))
         return tuple(m for m, _ in out)
 
     def match_all(self, message: str) -> list[Match]:
