@@ -267,10 +267,16 @@ def _collective(facts, hits, v: dict) -> None:
     v["multi_node"] = bool(nnodes and nnodes > 1) or (tp > 8) or any(r is not None and r >= 8 for r in ranks)
 
 
+# SGLang's own 'X is not installed' messages, by review name -> the module they need
+MODULE_OF_MESSAGE = {"deps.deepep_not_installed": "deep_ep", "deps.vllm_not_installed": "vllm",
+                     "deps.flash_attn_not_installed": "flash_attn", "ninja.not_installed": "ninja",
+                     "cpp_extension.ninja_required": "ninja"}
+
+
 def _module(hits, v: dict) -> None:
     for e in hits:
         f = _fields(e)
-        mod = f.get("module")
+        mod = MODULE_OF_MESSAGE.get(_name(e) or "") or f.get("module")
         if mod:
             mod = str(mod).strip("'\"")
             v["module"] = mod
