@@ -399,6 +399,7 @@ class LogParser:
             return
         ev = self._event("message", lineno, text, ts, rank, message=stripped, inside=exc.line)
         ev.msg = m
+        exc.data.setdefault("nested", []).append(m.id)
 
     def _match(self, text: str):
         """The catalog's match for a message (None when the catalog is missing or knows nothing)."""
@@ -639,7 +640,9 @@ class LogParser:
         if "\n" in (ev.data.get("message") or ""):   # a message over several lines: match it as one sentence
             joined = " ".join(part.strip() for part in ev.data["message"].splitlines() if part.strip())
             better = self._match(joined)
-            if better is not None and (ev.msg is None or better.score > ev.msg.score):
+            # a message that is one of the nested lines stays that line's, not the exception's
+            if better is not None and better.id not in (ev.data.get("nested") or ()) and \
+                    (ev.msg is None or better.score > ev.msg.score):
                 ev.msg = better
         oom = ev.data.get("oom_event")
         if oom is not None:  # numbers may have arrived on continuation lines
