@@ -25,7 +25,7 @@ from . import Explainer, ExplainContext, Values
 
 PROVIDES = (
     "message", "messages", "signal", "signal_line", "signals", "sigkill", "oom_killer", "error_before",
-    "error_before_line", "nccl_frames", "dump_phase", "flashinfer", "sampling", "port", "port_name", "next_port", "http_port", "tcpstore", "dp_size", "tp_size", "multi_dp",
+    "error_before_line", "nccl_frames", "dump_phase", "flashinfer", "sampling", "port", "port_name", "next_port", "http_port", "tcpstore", "dp_size", "tp_size", "multi_dp", "build_tool",
     "hicache_size_gb", "hicache_ratio_fit", "hicache_ratio_raise", "hicache_requested_gb", "hicache_available_gb", "collective_timeout_s", "collective_seq",
     "early_collective", "dist_timeout_s", "multi_node", "module", "package", "library", "cuda_library",
     "local_host", "host", "sighup", "fault_gpus", "fault_errors", "fault_severe", "held_gpus", "held_used_mib",
@@ -285,6 +285,24 @@ def _module(hits, v: dict) -> None:
             return
 
 
+BUILD_TOOLS = ("ninja", "nvcc", "gcc", "g++", "c++", "cc", "clang", "clang++", "cmake", "make", "hipcc", "ptxas", "ld")
+
+
+def _build(hits, v: dict) -> None:
+    """Whether the failed commands are builds: a build tool's own message, or a subprocess whose
+    program is a compiler or build tool."""
+    for e in hits:
+        if _name(e) != "python.subprocess_failed":
+            v["build_tool"] = True
+            return
+        cmd = str(_fields(e).get("command") or "").strip("[]'\" ")
+        prog = cmd.split("'", 1)[0].split(" ", 1)[0].rsplit("/", 1)[-1]
+        if prog in BUILD_TOOLS or prog.startswith(("gcc-", "g++-", "x86_64-linux-gnu-g")):
+            v["build_tool"] = True
+            return
+    v["build_tool"] = False
+
+
 def _library(hits, v: dict) -> None:
     for e in hits:
         lib = _fields(e).get("library")
@@ -351,6 +369,7 @@ def explain(ctx: ExplainContext) -> Values:
     _collective(facts, hits, v)
     _module(hits, v)
     _library(hits, v)
+    _build(hits, v)
     _host(facts, v)
     _smi(facts, v, out)
     return out
