@@ -25,7 +25,7 @@ from . import Explainer, ExplainContext, Values
 
 PROVIDES = (
     "message", "messages", "signal", "signal_line", "signals", "sigkill", "oom_killer", "error_before",
-    "error_before_line", "nccl_frames", "dump_phase", "flashinfer", "sampling", "port", "port_name", "next_port", "http_port", "tcpstore", "dp_size", "tp_size", "multi_dp", "build_tool",
+    "error_before_line", "nccl_frames", "dump_phase", "flashinfer", "sampling", "port", "port_name", "next_port", "http_port", "tcpstore", "dp_size", "tp_size", "multi_dp", "build_tool", "import_ignored",
     "hicache_size_gb", "hicache_ratio_fit", "hicache_ratio_raise", "hicache_requested_gb", "hicache_available_gb", "collective_timeout_s", "collective_seq",
     "early_collective", "dist_timeout_s", "multi_node", "module", "package", "library", "cuda_library",
     "local_host", "host", "sighup", "fault_gpus", "fault_errors", "fault_severe", "held_gpus", "held_used_mib",
@@ -285,6 +285,8 @@ def _module(hits, v: dict) -> None:
             return
 
 
+# SGLang's warnings that it skipped a model module because importing it failed
+IMPORT_IGNORED = ("models.import_error_ignored", "models.import_error_ignored_colon", "models.import_error_ignored_arch")
 BUILD_TOOLS = ("ninja", "nvcc", "gcc", "g++", "c++", "cc", "clang", "clang++", "cmake", "make", "hipcc", "ptxas", "ld")
 
 
@@ -370,6 +372,7 @@ def explain(ctx: ExplainContext) -> Values:
     _module(hits, v)
     _library(hits, v)
     _build(hits, v)
+    v["import_ignored"] = any(_name(e) in IMPORT_IGNORED for e in facts.events)
     _host(facts, v)
     _smi(facts, v, out)
     return out
