@@ -218,3 +218,21 @@ def test_escaped_braces_render_literally_and_stray_ones_are_refused():
     for bad in ("a } b", "a {x b", "[[ { ]]"):
         with pytest.raises(T.TemplateError, match="stray brace"):
             T.parse(bad)
+
+
+def test_external_variables_may_be_lower_case_sglang_ones_may_not(tmp_path):
+    body = '''
+        id = "SGL-ENV-900"
+        slug = "probe"
+        category = "env.http_proxy"
+        title = "proxy"
+        [match]
+        where = [{fact = "state", eq = "failed"}]
+        [[fix]]
+        option = "a"
+        %s = "no_proxy"
+        value = "localhost"
+        '''
+    assert RG.load(_rule(tmp_path, body % "external_env"), check_messages=False).rules[0].fixes[0].external_env == "no_proxy"
+    with pytest.raises(S.RuleError, match="not an environment variable name"):
+        RG.load(_rule(tmp_path, body % "env"), check_messages=False)
