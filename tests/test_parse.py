@@ -399,3 +399,11 @@ def test_a_rejected_command_says_nothing_about_the_version_wherever_the_error_st
                  "it shows launch_server.py: error: unrecognized arguments: --kt-amx-method AMXINT4\n", encoding="utf-8")
     f = analyze_with_facts([str(p)], options=Options(engine="v2"))[1]
     assert f.version.describe() == "unknown"     # not the releases that accept the rejected flags
+
+
+def test_a_traceback_header_carries_its_catalog_match():
+    p = parse("[2024-12-13 01:47:34] Initialization failed. warmup error: Traceback (most recent call last):\n"
+              '  File "/x/sglang/srt/server.py", line 621, in _wait_and_warmup\n'
+              "AssertionError: res=<Response [502]>, res.text=''\n")
+    header = next(e for e in p.events if e.data.get("source") == "traceback-header")
+    assert header.msg is not None and header.msg.name == "warmup.failed"

@@ -303,7 +303,8 @@ class LogParser:
             self._tb = Traceback(input=self.input, start=lineno, rank=rank, header_text=header, chained=self._tb_chain_next, ts=ts)
             self._tb_chain_next = False
             if header:
-                self._event("error", lineno, text, ts, rank, message=header, source="traceback-header")
+                ev = self._event("error", lineno, text, ts, rank, message=header, source="traceback-header")
+                ev.msg = self._match(stripped)      # 'Initialization failed. warmup error: Traceback …'
             return "event"
         if self._frame_head is not None:
             file, line_no = self._frame_head
