@@ -25,7 +25,7 @@ from . import Explainer, ExplainContext, Values
 
 PROVIDES = (
     "message", "messages", "signal", "signal_line", "signals", "sigkill", "oom_killer", "error_before",
-    "error_before_line", "nccl_frames", "dump_phase", "flashinfer", "sampling", "port", "port_name", "next_port", "http_port", "tcpstore", "dp_size", "tp_size", "multi_dp", "build_tool", "import_ignored",
+    "error_before_line", "nccl_frames", "dump_phase", "flashinfer", "sampling", "port", "port_name", "next_port", "http_port", "tcpstore", "dp_size", "tp_size", "multi_dp", "build_tool", "import_ignored", "warmup_failed", "proxy_error",
     "hicache_size_gb", "hicache_ratio_fit", "hicache_ratio_raise", "hicache_requested_gb", "hicache_available_gb", "collective_timeout_s", "collective_seq",
     "early_collective", "dist_timeout_s", "multi_node", "module", "package", "library", "cuda_library",
     "local_host", "host", "sighup", "fault_gpus", "fault_errors", "fault_severe", "held_gpus", "held_used_mib",
@@ -373,6 +373,8 @@ def explain(ctx: ExplainContext) -> Values:
     _library(hits, v)
     _build(hits, v)
     v["import_ignored"] = any(_name(e) in IMPORT_IGNORED for e in facts.events)
+    v["warmup_failed"] = any(_name(e) in ("warmup.failed", "warmup.failed_aborting") for e in facts.events)
+    v["proxy_error"] = any(_name(e) == "requests.proxy_error" for e in hits)
     _host(facts, v)
     _smi(facts, v, out)
     return out
