@@ -507,6 +507,8 @@ def _message_cut(f: Facts, parser: LogParser) -> bool:
     last = parser.last_line_text.rstrip()
     if not last:
         return False
+    if any(e.data.get("cut") for e in parser.events[-3:]):     # the catalog matched only its leading part
+        return True
     if any(last.count(a) > last.count(b) for a, b in ("()", "[]", "{}")):
         return True
     return any(start.search(last) and not full.search(last) for start, full in CUT_TEMPLATES)

@@ -387,3 +387,17 @@ AssertionError
     p.finish()
     exc = [e for e in p.events if e.kind == "exception"]
     assert len(exc) == 1 and exc[0].msg is not None and exc[0].msg.family == "sgl-9a4b23e8"
+
+
+def test_a_line_cut_inside_a_long_message_matches_its_leading_part(cat):
+    line = ("ValueError: metrics_port at 40290 is not available in 30 seconds. metrics_port is used by a process "
+            "already. process.name()='sglang' process.cmdline()=")
+    assert cat.match(line) is None                        # the whole template does not match a cut line
+    m = cat.match_cut(line)
+    assert m.name == "port.wait_timeout" and m.fields["port"] == "40290" and m.fields["port_name"] == "metrics_port"
+    # too little of it (fewer than 40 letters of literal text), or cut inside a word: no match
+    assert cat.match_cut("metrics_port at 40290 is not available in 30 seconds.") is None
+    assert cat.match_cut("metrics_port at 40290 is not available in 30 seconds. metrics_port is us") is None
+    # a value may not swallow the text after it
+    assert cat.match_cut("metrics_port at 40290 is not available in 30 seconds. metrics_port is used by "
+                         "a process already. process.name()=x and then something else entirely") is None

@@ -407,3 +407,14 @@ def test_a_traceback_header_carries_its_catalog_match():
               "AssertionError: res=<Response [502]>, res.text=''\n")
     header = next(e for e in p.events if e.data.get("source") == "traceback-header")
     assert header.msg is not None and header.msg.name == "warmup.failed"
+
+
+def test_the_last_line_cut_inside_a_message_still_carries_it():
+    p = parse("ValueError: metrics_port at 40290 is not available in 30 seconds. metrics_port is used by a process "
+              "already. process.name()='sglang' process.cmdline()=\n")
+    exc = next(e for e in p.events if e.kind == "exception")
+    assert exc.msg is not None and exc.msg.name == "port.wait_timeout" and exc.data.get("cut")
+    # only the last line: a line that stops early in the middle of a log is a different message
+    p = parse("ValueError: metrics_port at 40290 is not available in 30 seconds. metrics_port is used by a process "
+              "already. process.name()='sglang' process.cmdline()=\n[2025-01-01 10:00:00] Load weight begin. avail mem=1 GB\n")
+    assert next(e for e in p.events if e.kind == "exception").msg is None

@@ -139,6 +139,7 @@ class Catalog:
         self._memo_all = _LRU(MEMO_SIZE // 8)
         self._cand = _LRU(CAND_SIZE)
         self._regex = _LRU(REGEX_SIZE)
+        self._cut = _LRU(REGEX_SIZE // 4)
         self._entries = _LRU(ENTRY_SIZE)
         self._releases: dict[str, list[str]] | None = None
         self._reviews = _LRU(ENTRY_SIZE)
@@ -460,6 +461,46 @@ class Catalog:
                 level=e.level, versions=frozenset(), span=(0, 0), score=0)   # not its wording: no versions
             self._memo.put(key, hit)
         return hit
+
+    def match_cut(self, message: str) -> Match | None:
+        """The best match of a line that stops inside a message (the last line of a paste that
+        was cut): an extracted message whose leading part (40+ letters of literal text) matches
+        and runs to the end of the line. None when no long message fits."""
+        from .template import to_cut_regex
+        best = None
+        for e in self._candidates(message):
+            if not e.specific or e.origin != "extracted" or not e.template:
+                continue
+            rx = self._cut.get(e.n)
+            if rx is None:
+                cut = to_cut_regex(e.template)
+                rx = False
+                if cut is not None:
+                    try:
+                        import re2
+                        rx = re2.compile(cut[0])
+                    except ImportError:
+                        import re
+                        rx = re.compile(cut[0])
+                    except Exception:
+                        rx = False
+                self._cut.put(e.n, rx)
+            if not rx:
+                continue
+            m = rx.search(message)
+            if m is None:
+                continue
+            gd = m.groupdict()
+            types = dict(e.fields)
+            captured = sum(_nonspace(x) for x in gd.values() if x)
+            score = _nonspace(m.group(0)) - captured
+            if best is not None and score <= best.score:
+                continue
+            fields = {e.renames.get(g, g): _convert(x, types.get(g, "str")) for g, x in gd.items() if x}
+            best = Match(id=e.id, family=e.family, name=e.name, template=e.template, fields=fields,
+                         category=e.category, event=e.event, component=e.component, module=e.module,
+                         function=e.function, kind=e.kind, level=e.level, versions=e.versions, span=m.span(), score=score)
+        return best
 
     def match(self, message: str) -> Match | None:
         """The best match: the most literal characters matched; ties go to the family seen in

@@ -200,6 +200,7 @@ class LogParser:
         self._frame_head: tuple[str, int | None] | None = None   # a frame line whose function is on the next line
         self._fault: Event | None = None        # a fatal signal whose faulthandler dump follows
         self._fault_current = False             # inside the dump of the crashing thread
+        self._last: tuple | None = None      # the last content line (for a paste cut inside a message)
 
     # -- public ------------------------------------------------------------------
     def feed(self, lineno: int, text: str) -> str:
@@ -222,8 +223,30 @@ class LogParser:
         cls = self._classify(lineno, text, ts, rank, msg)
         if len(self.events) > n_events:
             self.mark(lineno)
+        self._last = (lineno, text, ts, rank, msg.strip(), cls)
         self._recent.append((lineno, text))
         return cls
+
+    def _cut_last_line(self) -> None:
+        """The last line of a paste may stop inside a long SGLang message: match its leading part."""
+        if self._catalog is None or self._last is None:
+            return
+        lineno, text, ts, rank, stripped, cls = self._last
+        on_line = [e for e in self.events if e.line == lineno]
+        if any(e.msg is not None for e in on_line) or cls in ("batch", "http", "blank") or len(stripped) < 40:
+            return
+        target = next((e for e in on_line if e.kind in ("exception", "error")), None)
+        if on_line and target is None:
+            return
+        m = self._catalog.match_cut(stripped[:4000])
+        if m is None:
+            return
+        if target is not None:
+            target.msg = m
+            target.data["cut"] = True
+        elif m.event not in QUIET_EVENTS:
+            self._event("message", lineno, text, ts, rank, message=stripped, cut=True).msg = m
+            self.mark(lineno)
 
     def mark(self, lineno: int) -> None:
         """Keep the lines around this one for evidence windows."""
@@ -235,6 +258,7 @@ class LogParser:
     def finish(self) -> None:
         self._close_exc()
         self._close_tb()
+        self._cut_last_line()
         for n, t in self._tail:
             self.context[n] = t
 
