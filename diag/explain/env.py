@@ -25,7 +25,7 @@ from . import Explainer, ExplainContext, Values
 
 PROVIDES = (
     "message", "messages", "signal", "signal_line", "signals", "sigkill", "oom_killer", "error_before",
-    "error_before_line", "nccl_frames", "dump_phase", "flashinfer", "sampling", "port", "port_name", "next_port", "http_port", "tcpstore", "dp_size", "tp_size", "multi_dp", "build_tool", "import_ignored", "warmup_failed", "proxy_error",
+    "error_before_line", "nccl_frames", "dump_phase", "flashinfer", "sampling", "flashinfer_attention", "port", "port_name", "next_port", "http_port", "tcpstore", "dp_size", "tp_size", "multi_dp", "build_tool", "import_ignored", "warmup_failed", "proxy_error",
     "hicache_size_gb", "hicache_ratio_fit", "hicache_ratio_raise", "hicache_requested_gb", "hicache_available_gb", "collective_timeout_s", "collective_seq",
     "early_collective", "dist_timeout_s", "multi_node", "module", "package", "library", "cuda_library",
     "local_host", "host", "sighup", "fault_gpus", "fault_errors", "fault_severe", "held_gpus", "held_used_mib",
@@ -82,6 +82,7 @@ FLASHINFER_KERNELS = ("TopKTopPSamplingFromProbs", "TopPSamplingFromProbs", "Top
                       "BatchDecodeWithPagedKVCache", "SinglePrefillWithKVCache", "SingleDecodeWithKVCache",
                       "SiluAndMul", "GeluAndMul", "apply_rope")
 SAMPLING_KERNELS = ("SamplingFromProbs", "RenormProb", "MaskLogits")
+ATTENTION_KERNELS = ("BatchPrefill", "BatchDecode", "SinglePrefill", "SingleDecode", "MLA", "Attention")
 LOCAL_BIND = ("0.0.0.0", "::", "[::]", "")
 
 
@@ -202,6 +203,12 @@ def _flashinfer(facts, hits, v: dict) -> None:
                        or any("flashinfer" in (fr.file or "").lower() for fr in frames))
     v["sampling"] = any(any(s in k for s in SAMPLING_KERNELS) for k in kernels) or \
         any("sampl" in (fr.func or "").lower() or "sampl" in (fr.file or "").lower() for fr in frames)
+    # FlashInfer's attention kernels (the attention backend can avoid them; its norm and
+    # activation kernels are used whatever the backend in older releases)
+    v["flashinfer_attention"] = v["flashinfer"] and (
+        any(any(a in k for a in ATTENTION_KERNELS) for k in kernels)
+        or any("flashinfer" in f.lower() and ("/attention/" in f or "prefill" in f or "decode" in f) for f in files)
+        or any("flashinfer" in (fr.file or "").lower() and "attention" in (fr.file or "").lower() for fr in frames))
 
 
 def _port_of(address) -> int | None:
