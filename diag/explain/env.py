@@ -25,7 +25,7 @@ from . import Explainer, ExplainContext, Values
 
 PROVIDES = (
     "message", "messages", "signal", "signal_line", "signals", "sigkill", "oom_killer", "error_before",
-    "error_before_line", "nccl_frames", "dump_phase", "flashinfer", "sampling", "flashinfer_attention", "port", "port_name", "next_port", "http_port", "tcpstore", "dp_size", "tp_size", "multi_dp", "build_tool", "import_ignored", "warmup_failed", "proxy_error",
+    "error_before_line", "nccl_frames", "dump_phase", "flashinfer", "sampling", "flashinfer_attention", "port", "port_name", "next_port", "http_port", "tcpstore", "dp_size", "tp_size", "multi_dp", "build_tool", "import_ignored", "warmup_failed", "proxy_error", "mooncake",
     "hicache_size_gb", "hicache_ratio_fit", "hicache_ratio_raise", "hicache_requested_gb", "hicache_available_gb", "collective_timeout_s", "collective_seq",
     "early_collective", "dist_timeout_s", "multi_node", "module", "package", "library", "cuda_library",
     "local_host", "host", "sighup", "fault_gpus", "fault_errors", "fault_severe", "held_gpus", "held_used_mib",
@@ -371,6 +371,7 @@ def explain(ctx: ExplainContext) -> Values:
     v["messages"] = sorted(set(names))
     _signals(facts, hits, v)
     v["nccl_frames"] = _frames_name(facts, "nccl")
+    v["mooncake"] = _frames_name(facts, "mooncake")
     v["dump_phase"] = _dump_phase(facts)
     _flashinfer(facts, hits, v)
     _ports(facts, hits, v)
