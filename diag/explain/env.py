@@ -129,6 +129,8 @@ def _is_failure(ev) -> bool:
         return False
     if ev.kind == "exception":
         return bool(ev.data.get("type"))
+    if ev.kind in ("watchdog", "retract"):
+        return True
     if ev.kind in ("argparse", "oom"):
         return not ev.data.get("usage")
     if ev.kind == "error":
