@@ -157,6 +157,8 @@ def is_oom_text(text: str, match=None) -> bool:
     (the KV or request-slot allocator ran out): that is not a device OOM unless it quotes one."""
     if not any(w in text for w in OOM_WORDS) or NOT_DEVICE_OOM.search(text):
         return False
+    if match is not None and getattr(match, "event", None) == "host_oom":
+        return False        # the kernel's OOM killer, a host allocation: host RAM, not the device's
     if match is not None and getattr(match, "component", None) == "sglang" and getattr(match, "event", None) != "device_oom":
         return any(w in text for w in DEVICE_OOM_WORDS)
     return True
