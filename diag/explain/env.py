@@ -174,9 +174,13 @@ def _frames_name(facts, word: str) -> bool:
 
 
 def _dump_phase(facts) -> str | None:
-    """The start-up step a fatal-error dump (faulthandler's 'File "…", line N in f' lines) was in."""
+    """The start-up step a fatal-error dump was in: the crashing thread's frames the parser puts on
+    the signal event (faulthandler's 'Current thread' block), else loose faulthandler frame lines."""
     from .. import phase as P
     from ..events import Frame
+    for e in facts.events:
+        if e.kind == "signal" and e.data.get("frames"):
+            return P.from_frames(e.data["frames"])
     frames = [Frame(str(f.get("file") or ""), _int(f.get("line")), str(f.get("function") or ""))
               for f in (_fields(e) for e in facts.events if _name(e) == "faulthandler.frame")]
     return P.from_frames(frames) if frames else None
