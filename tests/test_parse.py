@@ -418,3 +418,20 @@ def test_the_last_line_cut_inside_a_message_still_carries_it():
     p = parse("ValueError: metrics_port at 40290 is not available in 30 seconds. metrics_port is used by a process "
               "already. process.name()='sglang' process.cmdline()=\n[2025-01-01 10:00:00] Load weight begin. avail mem=1 GB\n")
     assert next(e for e in p.events if e.kind == "exception").msg is None
+
+
+def test_the_kernels_oom_killer_line_is_not_a_device_oom():
+    p = parse("[Sat Mar  1 10:02:11 2025] Out of memory: Killed process 4242 (sglang::schedu) total-vm:812345678kB, "
+              "anon-rss:98765432kB, file-rss:0kB\nKilled\n")
+    assert not [e for e in p.events if e.kind == "oom"]
+    assert any(e.msg is not None and e.msg.id == "kernel.oom_killed_rss" for e in p.events)
+
+
+def test_an_exception_keeps_its_match_when_a_nested_line_matches_better():
+    # a record without a recognised prefix runs on after the exception: it is a message of its own
+    p = parse("FileNotFoundError: [Errno 2] No such file or directory: 'ninja'\n"
+              "2025-07-02 16:41:31 | ERROR | sglang.srt.entrypoints.engine | Received sigquit from a child process. "
+              "It usually means the child failed.\n")
+    exc = next(e for e in p.events if e.kind == "exception")
+    assert exc.msg.id == "ninja.not_installed"
+    assert any(e.kind == "message" and e.msg.name == "launcher.sigquit" for e in p.events)
