@@ -526,6 +526,8 @@ def _message_cut(f: Facts, parser: LogParser) -> bool:
     last = parser.last_line_text.rstrip()
     if not last:
         return False
+    if any(e.data.get("cut") for e in parser.events[-3:]):     # the catalog matched only its leading part
+        return True
     if any(last.count(a) > last.count(b) for a, b in ("()", "[]", "{}")):
         return True
     return any(start.search(last) and not full.search(last) for start, full in CUT_TEMPLATES)
@@ -678,6 +680,13 @@ def _int_flag(f: Facts, name: str):
     return to_int(f.flag(name))
 
 
+def _running_step(f: Facts):
+    """The step that follows the last start-up line printed: what was under way when the log ends."""
+    if not f.milestones:
+        return None
+    return P.from_milestones(f.milestones, 10**12, None, bool(f.flag("--speculative-algorithm")), None)[0]
+
+
 FACT_PATHS: dict[str, tuple[str, object]] = {
     "state": ("what the log shows the server did: empty, nohup_only, failed, serving, ready, startup_incomplete, "
               "not_sglang, no_failure_seen, smi_only", lambda f: f.state),
@@ -771,6 +780,12 @@ FACT_PATHS: dict[str, tuple[str, object]] = {
     "spec.steps": ("--speculative-num-steps as a number", lambda f: _int_flag(f, "--speculative-num-steps")),
     "spec.draft_tokens": ("--speculative-num-draft-tokens as a number", lambda f: _int_flag(f, "--speculative-num-draft-tokens")),
     # -- env facts (rules/env) --
+    "startup.last": ("the last start-up line SGLang printed (quoted)", lambda f: f.milestones[-1] if f.milestones else None),
+    "startup.last_step": ("that line's step: dist_begin, load_begin, load_progress, load_end, kv_alloc, pool_end, "
+                          "graph_begin, graph_end, http_up, ready ...",
+                          lambda f: f.milestones[-1].data.get("phase") if f.milestones else None),
+    "startup.last_line": ("the line of the last start-up line", lambda f: f.milestones[-1].line if f.milestones else None),
+    "startup.running": ("the step under way after the last start-up line (" + ", ".join(P.PHASES) + ")", _running_step),
     # -- runtime facts (rules/runtime, rules/oom message rules) --
 }
 FACT_PREFIXES: dict[str, str] = {

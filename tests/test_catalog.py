@@ -200,6 +200,25 @@ def test_best_match_is_the_most_specific(cat):
     assert ms[0].score > ms[1].score
 
 
+def test_a_fallback_yields_to_a_specific_entry_whatever_the_scores(cat):
+    # the generic wrappers (README: fallback = true) come after every specific hand entry that matches
+    abi = "ImportError: /x/sgl_kernel/common_ops.abi3.so: undefined symbol: _ZN5torch3jit17parseSchemaOrNameERKSsb"
+    ms = cat.match_all(abi)
+    assert [m.id for m in ms][:2] == ["python.undefined_symbol_torch_abi", "python.undefined_symbol"]
+    # os.errno_enoent matches more literal text than ninja.not_installed, and still yields
+    ninja = "FileNotFoundError: [Errno 2] No such file or directory: 'ninja'"
+    ms = {m.id: m for m in cat.match_all(ninja)}
+    assert ms["os.errno_enoent"].score > ms["ninja.not_installed"].score
+    assert cat.match(ninja).id == "ninja.not_installed"
+    assert cat.match("ImportError: libnvrtc.so.12: cannot open shared object file: No such file or directory").id \
+        == "python.libnvrtc_missing"
+    # a fallback alone still matches
+    assert cat.match("ImportError: /x/ext.so: undefined symbol: some_function_v2").id == "python.undefined_symbol"
+    # it yields to hand entries only: against an extracted message the scores decide
+    assert cat.match("OSError: libnuma.so.1: cannot open shared object file: No such file or directory").id \
+        == "python.cannot_open_shared_object"
+
+
 def test_hand_entries_are_merged(cat):
     m = cat.match("ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 30000): "
                   "address already in use")
@@ -368,3 +387,17 @@ AssertionError
     p.finish()
     exc = [e for e in p.events if e.kind == "exception"]
     assert len(exc) == 1 and exc[0].msg is not None and exc[0].msg.family == "sgl-9a4b23e8"
+
+
+def test_a_line_cut_inside_a_long_message_matches_its_leading_part(cat):
+    line = ("ValueError: metrics_port at 40290 is not available in 30 seconds. metrics_port is used by a process "
+            "already. process.name()='sglang' process.cmdline()=")
+    assert cat.match(line) is None                        # the whole template does not match a cut line
+    m = cat.match_cut(line)
+    assert m.name == "port.wait_timeout" and m.fields["port"] == "40290" and m.fields["port_name"] == "metrics_port"
+    # too little of it (fewer than 40 letters of literal text), or cut inside a word: no match
+    assert cat.match_cut("metrics_port at 40290 is not available in 30 seconds.") is None
+    assert cat.match_cut("metrics_port at 40290 is not available in 30 seconds. metrics_port is us") is None
+    # a value may not swallow the text after it
+    assert cat.match_cut("metrics_port at 40290 is not available in 30 seconds. metrics_port is used by "
+                         "a process already. process.name()=x and then something else entirely") is None

@@ -183,6 +183,25 @@ name: EADDRINUSE,""")
     assert "EADDRINUSE" in exc.data["message"] and exc.end_line == 4
 
 
+def test_a_message_inside_an_exception_message_is_an_event_of_its_own():
+    # NCCL's 'Last error:' detail under the DistBackendError: the shm failure is a message of its own
+    p = parse("torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.cpp:81, "
+              "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5\n"
+              "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error.\n"
+              "Last error:\n"
+              "Error while creating shared memory segment /dev/shm/nccl-vzIpS6 (size 9637888)\n")
+    exc = next(e for e in p.events if e.kind == "exception")
+    nested = [e for e in p.events if e.kind == "message" and e.data.get("inside") == exc.line]
+    shm = next(e for e in nested if e.msg.id == "nccl.shm_segment_failed")
+    assert shm.line == 4 and shm.msg.fields["path"] == "/dev/shm/nccl-vzIpS6"
+    assert "shared memory segment" in exc.data["message"]            # the exception keeps its whole message
+    # an OOM's own continuation lines stay part of the OOM
+    p = parse("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+              "79.14 GiB of which 1.10 GiB is free.\n"
+              "Of the allocated memory 73.96 GiB is allocated by PyTorch, and 639.99 MiB is reserved by PyTorch but unallocated.\n")
+    assert not [e for e in p.events if e.kind == "message"]
+
+
 def test_oom_numbers_new_and_old_wording():
     new = parse_oom_numbers("CUDA out of memory. Tried to allocate 26.00 MiB. GPU 1 has a total capacity of 15.77 GiB of which 44.44 MiB "
                             "is free. Process 4312 has 1.50 GiB memory in use. Including non-PyTorch memory, this process has 14.05 GiB "
@@ -380,3 +399,39 @@ def test_a_rejected_command_says_nothing_about_the_version_wherever_the_error_st
                  "it shows launch_server.py: error: unrecognized arguments: --kt-amx-method AMXINT4\n", encoding="utf-8")
     f = analyze_with_facts([str(p)], options=Options(engine="v2"))[1]
     assert f.version.describe() == "unknown"     # not the releases that accept the rejected flags
+
+
+def test_a_traceback_header_carries_its_catalog_match():
+    p = parse("[2024-12-13 01:47:34] Initialization failed. warmup error: Traceback (most recent call last):\n"
+              '  File "/x/sglang/srt/server.py", line 621, in _wait_and_warmup\n'
+              "AssertionError: res=<Response [502]>, res.text=''\n")
+    header = next(e for e in p.events if e.data.get("source") == "traceback-header")
+    assert header.msg is not None and header.msg.name == "warmup.failed"
+
+
+def test_the_last_line_cut_inside_a_message_still_carries_it():
+    p = parse("ValueError: metrics_port at 40290 is not available in 30 seconds. metrics_port is used by a process "
+              "already. process.name()='sglang' process.cmdline()=\n")
+    exc = next(e for e in p.events if e.kind == "exception")
+    assert exc.msg is not None and exc.msg.name == "port.wait_timeout" and exc.data.get("cut")
+    # only the last line: a line that stops early in the middle of a log is a different message
+    p = parse("ValueError: metrics_port at 40290 is not available in 30 seconds. metrics_port is used by a process "
+              "already. process.name()='sglang' process.cmdline()=\n[2025-01-01 10:00:00] Load weight begin. avail mem=1 GB\n")
+    assert next(e for e in p.events if e.kind == "exception").msg is None
+
+
+def test_the_kernels_oom_killer_line_is_not_a_device_oom():
+    p = parse("[Sat Mar  1 10:02:11 2025] Out of memory: Killed process 4242 (sglang::schedu) total-vm:812345678kB, "
+              "anon-rss:98765432kB, file-rss:0kB\nKilled\n")
+    assert not [e for e in p.events if e.kind == "oom"]
+    assert any(e.msg is not None and e.msg.id == "kernel.oom_killed_rss" for e in p.events)
+
+
+def test_an_exception_keeps_its_match_when_a_nested_line_matches_better():
+    # a record without a recognised prefix runs on after the exception: it is a message of its own
+    p = parse("FileNotFoundError: [Errno 2] No such file or directory: 'ninja'\n"
+              "2025-07-02 16:41:31 | ERROR | sglang.srt.entrypoints.engine | Received sigquit from a child process. "
+              "It usually means the child failed.\n")
+    exc = next(e for e in p.events if e.kind == "exception")
+    assert exc.msg.id == "ninja.not_installed"
+    assert any(e.kind == "message" and e.msg.name == "launcher.sigquit" for e in p.events)

@@ -138,3 +138,101 @@ def test_has_takes_a_list_of_names():
         C.parse({"fact": "names", "has": "x"}, "test")
     with pytest.raises(C.ConditionError):
         C.parse({"fact": "names", "has": []}, "test")
+
+
+# -- an explainer named like a fact prefix --------------------------------------------------
+
+from diag.rules import registry as RG  # noqa: E402
+
+
+@pytest.fixture
+def shadow_explainer(monkeypatch):
+    """An explainer whose name is also a fact prefix ('env.' = environment variables)."""
+    def fn(ctx, **kw):
+        return X.Values(values={"proxy_port": 3128})
+    ex = X.Explainer("env", fn, provides=("proxy_port",))
+    monkeypatch.setattr(X, "_EXPLAINERS", {**X.explainers(), "env": ex})
+    return ex
+
+
+def _rule(tmp_path, body: str):
+    d = tmp_path / "env"
+    d.mkdir(parents=True, exist_ok=True)
+    p = d / "SGL-ENV-900-probe.toml"
+    p.write_text(textwrap.dedent(body), encoding="utf-8")
+    return tmp_path
+
+
+def test_an_explainer_named_like_a_fact_prefix_keeps_the_facts_under_it(tmp_path, shadow_explainer):
+    root = _rule(tmp_path, '''
+        id = "SGL-ENV-900"
+        slug = "probe"
+        category = "env.http_proxy"
+        title = "proxy {env.HTTP_PROXY} on port {env.proxy_port}"
+        explainers = ["env"]
+        [match]
+        where = [{fact = "state", eq = "failed"}, {fact = "env.no_proxy", present = false}]
+        ''')
+    reg = RG.load(root, check_messages=False)
+    rule = reg.rules[0]
+    from diag.rules.engine import Context
+    from diag.explain import Values
+
+    class F:
+        env = {"HTTP_PROXY": "http://p:3128"}
+        state = "failed"
+        values = {}
+    ctx = Context(rule=rule, facts=F(), hits=[], values={"env": Values(values={"proxy_port": 3128})})
+    assert ctx.lookup("env.proxy_port") == 3128               # the explainer's value
+    assert ctx.lookup("env.HTTP_PROXY") == "http://p:3128"    # the fact under the same prefix
+    assert ctx.render(rule.title) == "proxy http://p:3128 on port 3128"
+
+
+def test_an_explainer_value_still_needs_the_explainer_declared(tmp_path, shadow_explainer):
+    root = _rule(tmp_path, '''
+        id = "SGL-ENV-900"
+        slug = "probe"
+        category = "env.http_proxy"
+        title = "port {env.proxy_port}"
+        [match]
+        where = [{fact = "state", eq = "failed"}]
+        ''')
+    with pytest.raises(S.RuleError, match="without declaring it"):
+        RG.load(root, check_messages=False)
+    # a fact under the prefix needs no explainer
+    root = _rule(tmp_path, '''
+        id = "SGL-ENV-900"
+        slug = "probe"
+        category = "env.http_proxy"
+        title = "proxy {env.HTTP_PROXY}"
+        [match]
+        where = [{fact = "state", eq = "failed"}]
+        ''')
+    assert RG.load(root, check_messages=False).rules[0].title == "proxy {env.HTTP_PROXY}"
+
+
+def test_escaped_braces_render_literally_and_stray_ones_are_refused():
+    from diag.rules import text as T
+    got = T.render("docker inspect --format '{{{{.State.OOMKilled}}}}' [[{x} ]]done", lambda p: T.MISSING)
+    assert got == "docker inspect --format '{{.State.OOMKilled}}' done"
+    for bad in ("a } b", "a {x b", "[[ { ]]"):
+        with pytest.raises(T.TemplateError, match="stray brace"):
+            T.parse(bad)
+
+
+def test_external_variables_may_be_lower_case_sglang_ones_may_not(tmp_path):
+    body = '''
+        id = "SGL-ENV-900"
+        slug = "probe"
+        category = "env.http_proxy"
+        title = "proxy"
+        [match]
+        where = [{fact = "state", eq = "failed"}]
+        [[fix]]
+        option = "a"
+        %s = "no_proxy"
+        value = "localhost"
+        '''
+    assert RG.load(_rule(tmp_path, body % "external_env"), check_messages=False).rules[0].fixes[0].external_env == "no_proxy"
+    with pytest.raises(S.RuleError, match="not an environment variable name"):
+        RG.load(_rule(tmp_path, body % "env"), check_messages=False)

@@ -66,6 +66,7 @@ class Entry:
     family_releases: int = 0
     needles: tuple[str, ...] = ()            # literal pieces every rendering holds verbatim
     max_score: int = 0                       # literal characters (no whitespace): the best score it can get
+    fallback: bool = False                   # a hand wrapper that yields to any other entry matching the line
 
     @property
     def exception(self) -> str | None:
@@ -163,6 +164,7 @@ class Catalog:
         self._memo_all = _LRU(MEMO_SIZE // 8)
         self._cand = _LRU(CAND_SIZE)
         self._regex = _LRU(REGEX_SIZE)
+        self._cut = _LRU(REGEX_SIZE // 4)
         self._entries = _LRU(ENTRY_SIZE)
         self._releases: dict[str, list[str]] | None = None
         self._reviews = _LRU(ENTRY_SIZE)
@@ -267,7 +269,8 @@ class Catalog:
             renames=json.loads(renames) if renames else {}, module=module, function=function,
             family_releases=self._family_releases(fn, comp) if hand is None else 0,
             needles=needles(template) if template else (),
-            max_score=literal_chars(template, spaces=False) if template else len(regex))
+            max_score=literal_chars(template, spaces=False) if template else len(regex),
+            fallback=bool(hand is not None and extra.get("fallback")))
 
     def _entries_for(self, ns: list[int]) -> list[Entry]:
         out, missing = [], []
@@ -513,9 +516,14 @@ class Catalog:
                 break
             m = self._try(e, message)
             if m is not None:
-                out.append((m, e.family_releases))
-                best = max(best, m.score)
-        out.sort(key=lambda x: (-x[0].score, -x[1], x[0].id))
+                out.append((m, e))
+                if not e.fallback:          # a fallback never stops the search for a specific entry
+                    best = max(best, m.score)
+        # a hand fallback (a generic wrapper such as 'undefined symbol: {symbol}') yields to every
+        # other hand entry that matches the same line, whatever their scores; against extracted
+        # messages the scores decide as usual
+        curated = any(not e.fallback and e.origin == "hand" for _, e in out)
+        out.sort(key=lambda x: (x[1].fallback and curated, -x[0].score, -x[1].family_releases, x[0].id))
         return tuple(m for m, _ in out)
 
     def match_cut(self, message: str) -> Match | None:
@@ -527,6 +535,9 @@ class Catalog:
         hit = self._memo.get(key, 0)
         if hit == 0:
             hit = self._prefix_match(message, self._head_candidates(message))
+            other = self._match_cut_anchored(message)
+            if other is not None and (hit is None or other.score > hit.score):
+                hit = Match(**{**other.__dict__, "partial": True})
             self._memo.put(key, hit)
         if whole is not None and (hit is None or whole.score >= hit.score):
             return whole
@@ -556,6 +567,46 @@ class Catalog:
                 level=e.level, versions=frozenset(), span=(0, 0), score=0)   # not its wording: no versions
             self._memo.put(key, hit)
         return hit
+
+    def _match_cut_anchored(self, message: str) -> Match | None:
+        """The best match of a line that stops inside a message (the last line of a paste that
+        was cut): an extracted message whose leading part (40+ letters of literal text) matches
+        and runs to the end of the line. None when no long message fits."""
+        from .template import to_cut_regex
+        best = None
+        for e in self._candidates(message):
+            if not e.specific or e.origin != "extracted" or not e.template:
+                continue
+            rx = self._cut.get(e.n)
+            if rx is None:
+                cut = to_cut_regex(e.template)
+                rx = False
+                if cut is not None:
+                    try:
+                        import re2
+                        rx = re2.compile(cut[0])
+                    except ImportError:
+                        import re
+                        rx = re.compile(cut[0])
+                    except Exception:
+                        rx = False
+                self._cut.put(e.n, rx)
+            if not rx:
+                continue
+            m = rx.search(message)
+            if m is None:
+                continue
+            gd = m.groupdict()
+            types = dict(e.fields)
+            captured = sum(_nonspace(x) for x in gd.values() if x)
+            score = _nonspace(m.group(0)) - captured
+            if best is not None and score <= best.score:
+                continue
+            fields = {e.renames.get(g, g): _convert(x, types.get(g, "str")) for g, x in gd.items() if x}
+            best = Match(id=e.id, family=e.family, name=e.name, template=e.template, fields=fields,
+                         category=e.category, event=e.event, component=e.component, module=e.module,
+                         function=e.function, kind=e.kind, level=e.level, versions=e.versions, span=m.span(), score=score)
+        return best
 
     def match(self, message: str) -> Match | None:
         """The best match: the most literal characters matched; ties go to the family seen in

@@ -168,6 +168,40 @@ def to_regex(template: str) -> tuple[str, list[tuple[str, str, str]]]:
     return pattern, fields
 
 
+def to_cut_regex(template: str, min_literal: int = 40) -> tuple[str, list[tuple[str, str, str]]] | None:
+    """The pattern of a template's first line cut short: the leading segments that hold
+    `min_literal` letters of literal text must match, each later segment may follow in order,
+    and the line must end there (a paste that stops inside the message). None for templates
+    too short to tell apart once cut (they must match whole)."""
+    segs = _lines(parse(template))[0]
+    total = sum(len(s[1]) - s[1].count(" ") for s in segs if s[0] == "lit")
+    if total < min_literal + 10:
+        return None
+    fields: list[tuple[str, str, str]] = []
+    seen: dict[str, int] = {}
+    pieces: list[str] = []
+    need, lit = None, 0
+    for k, seg in enumerate(segs):
+        if seg[0] == "lit":
+            text = seg[1].lstrip() if k == 0 else seg[1]
+            pieces.append(_re_literal(text.rstrip()) + (r"\s*" if text != text.rstrip() else ""))
+            lit += len(text) - text.count(" ")
+        elif seg[0] == "any":
+            pieces.append(r".*?")
+        else:
+            _, name, typ = seg
+            group = _group(name, seen)
+            fields.append((group, name, typ))
+            # a value without spaces: a cut line must not let a value swallow the text after it
+            pieces.append(f"(?P<{group}>{TYPES[typ] if typ != 'str' else r'[^ ]*?'})")
+        if need is None and lit >= min_literal:
+            need = k + 1            # the segments up to here must all match
+    pattern = ""
+    for piece in reversed(pieces[need:]):
+        pattern = f"(?:{piece}{pattern})?"
+    return "".join(pieces[:need]) + pattern + r"\s*$", fields
+
+
 def _group(name: str, seen: dict[str, int]) -> str:
     group, n = name, 1
     while group in seen:

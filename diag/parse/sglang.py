@@ -157,6 +157,8 @@ def is_oom_text(text: str, match=None) -> bool:
     (the KV or request-slot allocator ran out): that is not a device OOM unless it quotes one."""
     if not any(w in text for w in OOM_WORDS) or NOT_DEVICE_OOM.search(text):
         return False
+    if match is not None and getattr(match, "event", None) == "host_oom":
+        return False        # the kernel's OOM killer, a host allocation: host RAM, not the device's
     if match is not None and getattr(match, "component", None) == "sglang" and getattr(match, "event", None) != "device_oom":
         return any(w in text for w in DEVICE_OOM_WORDS)
     return True
@@ -200,6 +202,8 @@ class LogParser:
         self._frame_head: tuple[str, int | None] | None = None   # a frame line whose function is on the next line
         self._fault: Event | None = None        # a fatal signal whose faulthandler dump follows
         self._fault_current = False             # inside the dump of the crashing thread
+        self._last: tuple | None = None      # the last content line (for a paste cut inside a message)
+        self._absorbed = 0                   # the last line that went into an exception's message
 
     # -- public ------------------------------------------------------------------
     def feed(self, lineno: int, text: str) -> str:
@@ -222,8 +226,32 @@ class LogParser:
         cls = self._classify(lineno, text, ts, rank, msg)
         if len(self.events) > n_events:
             self.mark(lineno)
+        self._last = (lineno, text, ts, rank, msg.strip(), cls)
         self._recent.append((lineno, text))
         return cls
+
+    def _cut_last_line(self) -> None:
+        """The last line of a paste may stop inside a long SGLang message: match its leading part."""
+        if self._catalog is None or self._last is None:
+            return
+        lineno, text, ts, rank, stripped, cls = self._last
+        if lineno == self._absorbed:
+            return              # part of an exception's message, matched with it
+        on_line = [e for e in self.events if e.line == lineno]
+        if any(e.msg is not None for e in on_line) or cls in ("batch", "http", "blank") or len(stripped) < 40:
+            return
+        target = next((e for e in on_line if e.kind in ("exception", "error")), None)
+        if on_line and target is None:
+            return
+        m = self._catalog.match_cut(stripped[:4000])
+        if m is None:
+            return
+        if target is not None:
+            target.msg = m
+            target.data["cut"] = True
+        elif m.event not in QUIET_EVENTS:
+            self._event("message", lineno, text, ts, rank, message=stripped, cut=True).msg = m
+            self.mark(lineno)
 
     def mark(self, lineno: int) -> None:
         """Keep the lines around this one for evidence windows."""
@@ -235,6 +263,7 @@ class LogParser:
     def finish(self) -> None:
         self._close_exc()
         self._close_tb()
+        self._cut_last_line()
         for n, t in self._tail:
             self.context[n] = t
 
@@ -303,7 +332,8 @@ class LogParser:
             self._tb = Traceback(input=self.input, start=lineno, rank=rank, header_text=header, chained=self._tb_chain_next, ts=ts)
             self._tb_chain_next = False
             if header:
-                self._event("error", lineno, text, ts, rank, message=header, source="traceback-header")
+                ev = self._event("error", lineno, text, ts, rank, message=header, source="traceback-header")
+                ev.msg = self._match(stripped)      # 'Initialization failed. warmup error: Traceback …'
             return "event"
         if self._frame_head is not None:
             file, line_no = self._frame_head
@@ -351,8 +381,10 @@ class LogParser:
             else:
                 self._exc.data["message"] += "\n" + stripped
                 self._exc.end_line = lineno
+                self._absorbed = lineno
                 if self._exc.data.get("oom") is None and is_oom_text(stripped):
                     self._oom_from(self._exc)
+                self._nested(lineno, text, ts, rank, stripped)
                 if len(self._exc.data["message"]) > 4000:
                     self._close_exc()
                 return "event"
@@ -388,6 +420,17 @@ class LogParser:
                 self._event("message", lineno, text, ts, rank, message=stripped).msg = m
                 return "event"
         return cls
+
+    def _nested(self, lineno, text, ts, rank, stripped) -> None:
+        """A line of an exception's message that is a message of its own (NCCL's 'Last error:' detail,
+        a transport error a rank reports about its peer): an event of its own, tied to the exception."""
+        m = self._match(stripped)
+        exc = self._exc
+        if m is None or m.event in QUIET_EVENTS or m.event == "device_oom" or (exc.msg is not None and m.id == exc.msg.id):
+            return
+        ev = self._event("message", lineno, text, ts, rank, message=stripped, inside=exc.line)
+        ev.msg = m
+        exc.data.setdefault("nested", []).append(m.id)
 
     def _match(self, text: str):
         """The catalog's match for a message (None when the catalog is missing or knows nothing)."""
@@ -628,7 +671,9 @@ class LogParser:
         if "\n" in (ev.data.get("message") or ""):   # a message over several lines: match it as one sentence
             joined = " ".join(part.strip() for part in ev.data["message"].splitlines() if part.strip())
             better = self._match(joined)
-            if better is not None and (ev.msg is None or better.score > ev.msg.score):
+            # a message that is one of the nested lines stays that line's, not the exception's
+            if better is not None and better.id not in (ev.data.get("nested") or ()) and \
+                    (ev.msg is None or better.score > ev.msg.score):
                 ev.msg = better
         oom = ev.data.get("oom_event")
         if oom is not None:  # numbers may have arrived on continuation lines

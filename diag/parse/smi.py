@@ -69,6 +69,7 @@ class SmiSnapshot:
     mig_devices: list[dict] = field(default_factory=list)
     samples: list[SmiSample] = field(default_factory=list)
     error: str | None = None
+    error_line: int | None = None          # the line of that error
     warnings: list[str] = field(default_factory=list)
     first_line: int | None = None
     last_line: int | None = None
@@ -777,6 +778,7 @@ def parse_smi(lines: list[str], start_line: int = 1) -> SmiSnapshot | None:
         snap = _new("error")
     if errors:
         snap.error = errors[0][1]
+        snap.error_line = start_line + errors[0][0]
         for k, _ in errors:
             snap._mark(start_line + k)
     if snap.format != "q-xml":

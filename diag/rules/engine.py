@@ -78,7 +78,7 @@ class Context:
                 if rest in ev.data and ev.data[rest] is not None:
                     return ev.data[rest]
             return T.MISSING
-        if ns in self.values:
+        if ns in self.values and _provides(ns, rest):
             return _dig(self.values[ns].values, rest)
         try:
             v = fact_lookup(self.facts, path)
@@ -113,10 +113,17 @@ def _dig(obj, rest: str):
     return T.MISSING if cur is None else cur
 
 
+def _provides(ns: str, rest: str) -> bool:
+    """Whether explainer `ns` provides value `rest` (else the path is a fact under the same prefix)."""
+    ex = explainers().get(ns)
+    return ex is None or ex.provides_value(rest.split(".", 1)[0]) or ex.provides_value(rest)
+
+
 def _explainer_paths(cond: C.Condition) -> bool:
     if cond.subject != "fact":
         return False
-    return cond.target.split(".", 1)[0] in explainers()
+    ns, _, rest = cond.target.partition(".")
+    return ns in explainers() and _provides(ns, rest)
 
 
 def select(rule: S.Rule, facts) -> list | None:

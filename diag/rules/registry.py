@@ -142,7 +142,9 @@ def _namespace_ok(rule: S.Rule, path: str, extra: tuple[str, ...] = ()) -> str |
         return None
     used = {e.name for e in rule.explainers}
     ex = explainers().get(ns)
-    if ex is not None:
+    if ex is not None and (ex.provides_value(rest) or not known_path(path)):
+        # an explainer's name may also be a fact prefix (env.<VARIABLE>): its own values win,
+        # any other name under it is the fact
         if ns not in used:
             return f"{path}: the rule reads explainer {ns!r} without declaring it in explainers"
         return None if ex.provides_value(rest) else f"{path}: explainer {ns!r} provides no value {rest!r}"

@@ -384,8 +384,9 @@ def _fix(raw, i: int, w: _Where) -> FixSpec:
     each = raw.get("each")
     if each is not None and (not isinstance(each, str) or not re.match(r"^[A-Za-z_][\w.\-]*$", each)):
         raise RuleError(f"{where}: fix[{i}]: each names a path to a list (e.g. \"flags.unknown\")")
-    for key in ("env", "external_env"):
-        if raw.get(key) is not None and not re.match(r"^[A-Z][A-Z0-9_]+$", raw[key]):
+    # SGLang's own variables are upper case; other programs' may not be (no_proxy, http_proxy)
+    for key, pattern in (("env", r"^[A-Z][A-Z0-9_]+$"), ("external_env", r"^[A-Za-z_][A-Za-z0-9_]+$")):
+        if raw.get(key) is not None and not re.match(pattern, raw[key]):
             raise RuleError(f"{where}: fix[{i}]: {raw[key]!r} is not an environment variable name")
     action = raw.get("action", "set")
     if action not in ("set", "remove"):

@@ -39,9 +39,12 @@ def parse(template: str) -> list:
     root: list = []
     stack = [root]
     pos = 0
+    stray = False
     for m in _TOKEN.finditer(template):
         if m.start() > pos:
-            stack[-1].append(template[pos:m.start()])
+            gap = template[pos:m.start()]
+            stray = stray or "{" in gap or "}" in gap
+            stack[-1].append(gap)
         tok = m.group()
         if tok == "{{":
             stack[-1].append("{")
@@ -67,9 +70,10 @@ def parse(template: str) -> list:
         pos = m.end()
     if pos < len(template):
         stack[-1].append(template[pos:])
+        stray = stray or "{" in template[pos:] or "}" in template[pos:]
     if len(stack) != 1:
         raise TemplateError(f"'[[' without ']]' in {template!r}")
-    if any(isinstance(x, str) and ("{" in x or "}" in x) for x in _flat(root)):
+    if stray:          # a brace outside a placeholder that is not written {{ or }}
         raise TemplateError(f"stray brace in {template!r} (write {{{{ or }}}} for a literal one)")
     return root
 
