@@ -270,13 +270,48 @@ def first_error(facts, ranks: dict | None) -> dict | None:
 
 
 def _summary(u: Unit, report, facts, ranks, chosen: bool) -> dict:
+    out = {"server": u.server, "run": u.run, "trigger": u.trigger,
+           "inputs": [{"input": s.input, "first_line": s.start, "last_line": s.end} for s in u.segments]}
+    out.update(outcome(report, facts, ranks))
+    out["chosen"] = chosen
+    return out
+
+
+def outcome(report, facts, ranks=None) -> dict:
+    """What one run came to: status, state, the leading finding, the first error line, and the
+    model, GPU, version and key number it ran with (the row `diag scan` writes)."""
     top = _top(report)
-    return {"server": u.server, "run": u.run, "trigger": u.trigger,
-            "inputs": [{"input": s.input, "first_line": s.start, "last_line": s.end} for s in u.segments],
-            "status": report.status, "state": facts.state,
+    key, value = key_number(report, facts)
+    gpu = getattr(facts.gpu, "name", None) or next((g.get("name") for g in facts.gpus if g.get("name")), None)
+    if gpu is None and facts.gpu_total_gib:
+        gpu = f"{facts.gpu_total_gib:.2f} GiB GPU"
+    version = facts.version.exact or (facts.version.describe() if facts.version.describe() != "unknown" else None)
+    return {"status": report.status, "state": facts.state,
             "category": top.category if top else None, "rule": top.rule if top else None,
             "severity": top.severity if top else None, "confidence": round(top.confidence, 2) if top else None,
-            "first_error": first_error(facts, ranks), "chosen": chosen}
+            "first_error": first_error(facts, ranks), "model": facts.model_path or facts.architecture,
+            "gpu": gpu, "sglang_version": version, "key": {"name": key, "value": value} if key else None}
+
+
+def key_number(report, facts) -> tuple[str | None, float | None]:
+    """The one number that says most about a run: the allocation that failed, the memory left
+    over by the budget, the KV pool's size, the watchdog's timeout, the last token usage."""
+    if facts.ooms and facts.ooms[0].event.data.get("tried_gib") is not None:
+        return "oom_tried_gib", round(facts.ooms[0].event.data["tried_gib"], 3)
+    top = _top(report)
+    if top and isinstance(top.memory.get("headroom_gib"), (int, float)):
+        return "headroom_gib", round(top.memory["headroom_gib"], 3)
+    if facts.readings.get("max_total_num_tokens") is not None:
+        return "kv_tokens", float(facts.readings["max_total_num_tokens"])
+    if facts.readings.get("kv_tokens") is not None:
+        return "kv_tokens", float(facts.readings["kv_tokens"])
+    wd = next((e for e in facts.events if e.kind == "watchdog" and e.data.get("timeout_s") is not None), None)
+    if wd is not None:
+        return "watchdog_timeout_s", wd.data["timeout_s"]
+    b = next((s for s in reversed(facts.batches) if len(s)), None)
+    if b is not None and b.usage[-1] == b.usage[-1]:
+        return "token_usage", round(b.usage[-1], 3)
+    return None, None
 
 
 def _servers(p: Plan, done: list, chosen: int) -> list[dict]:
