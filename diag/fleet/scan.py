@@ -37,6 +37,7 @@ class Options:
     max_bytes: int | None = None
     max_lines: int | None = None
     only_sglang: bool = False      # leave out files with nothing of SGLang in them (Ray's own logs)
+    start_method: str | None = None  # worker processes: fork (default where there is one), spawn (inside Ray)
 
 
 # -- which files ---------------------------------------------------------------------------------
@@ -151,7 +152,8 @@ def scan_files(files: list[str], opts: Options, progress: Callable[[int, int, in
         return [r for rows in rows_by_file for r in rows]
     import multiprocessing as mp
     _warm()
-    ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context()
+    method = opts.start_method or ("fork" if "fork" in mp.get_all_start_methods() else None)
+    ctx = mp.get_context(method)
     chunk = max(1, min(16, len(files) // (jobs * 8) or 1))
     with ctx.Pool(jobs) as pool:
         done = 0
