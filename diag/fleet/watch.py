@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import datetime
 import math
+from bisect import bisect_left
 import os
 import tempfile
 import time
@@ -295,10 +296,10 @@ class Watcher:
         return notes
 
     # -- early warnings ------------------------------------------------------------------------
-    def _times(self) -> list[float]:
+    def _times(self):
         b = self.parser.batches
         if len(b) and not math.isnan(b.ts[-1]) and not math.isnan(b.ts[0]):
-            return list(b.ts)
+            return b.ts
         return self._arrival
 
     def _warn(self, name: str, active: bool, line: int | None, message: str, data: dict) -> list[Note]:
@@ -319,7 +320,7 @@ class Watcher:
         if len(times) != n:
             return []
         now = times[-1]
-        first = next((i for i in range(n) if times[i] >= now - self.t.window_s), n - 1)
+        first = min(bisect_left(times, now - self.t.window_s), n - 1)
         line = self._stream_line(b.line[-1])
         notes = []
         # the KV pool near full while requests are being retracted
