@@ -123,19 +123,34 @@ def analyze_with_facts(paths: list[str], smi_paths: list[str] | None = None,
     snapshots: list = []
     explicit: list[tuple[int, str]] = []
     jobs = [(p, None) for p in paths] + [(p, "nvidia-smi") for p in (smi_paths or [])]
+    owners: tuple[list, list] = ([], [])   # the input each snapshot / explicit version line came from
     for index, (path, forced) in enumerate(jobs):
         opened = open_input(path, options.limits)
         kind = _kind(opened, forced)
         info = InputInfo(path=opened.name, kind=kind, bytes=opened.size or 0, notes=list(opened.notes))
         inputs.append(info)
+        before = len(snapshots), len(explicit)
         if kind == "nvidia-smi":
             snapshots.extend(_read_smi(index, opened, info))
         else:
             parsers.append(_read_log(index, opened, info, matcher, explicit, snapshots))
             if parsers[-1].prefixed_lines == 0 and not parsers[-1].events and parsers[-1].content_lines:
                 info.kind = "unknown"
+        owners[0].extend([None if kind == "nvidia-smi" else index] * (len(snapshots) - before[0]))
+        owners[1].extend([index] * (len(explicit) - before[1]))
         info.notes.extend(n for n in opened.notes if n not in info.notes)
         _close(opened)
+
+    def diagnose(parsers, snapshots, explicit, matcher):
+        return _conclude(parsers, snapshots, explicit, options, rules, matcher, inputs)
+
+    # several servers, or several runs of one (a restart in the same log): each diagnosed alone
+    from .fleet import servers as S
+    collected = S.Collected(parsers, snapshots, owners[0], explicit, owners[1], {i: n.path for i, n in enumerate(inputs)})
+    return S.conclude(S.plan(collected), collected, matcher, diagnose)
+
+
+def _conclude(parsers, snapshots, explicit, options: Options, rules, matcher, inputs) -> tuple[Report, "facts_mod.Facts"]:
     f = facts_mod.build(parsers, snapshots, explicit, options.sglang_version, options.launch, options.model_config)
     report = Report(status="clean", inputs=inputs, findings=[], facts=f.to_json(), tool_version=__version__,
                     generated_at=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))

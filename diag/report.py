@@ -193,6 +193,11 @@ class Report:
     timeline: dict = field(default_factory=dict)        # see TIMELINE_PARTS and docs/report.md
     matched: list[str] = field(default_factory=list)    # every rule that matched, before folding (JSON: matched_rules)
     redacted: bool = False
+    # several servers or runs in the inputs (diag/fleet): one entry per run / per server, and the
+    # first failing rank with its cascade; empty (null) for one server run on one rank
+    runs: list[dict] = field(default_factory=list)
+    servers: list[dict] = field(default_factory=list)
+    ranks: dict | None = None
 
     def to_json(self) -> dict:
         """The JSON object: finite numbers only (NaN and infinities become null) and valid UTF-8 text."""
@@ -209,6 +214,9 @@ class Report:
             "matched_rules": self.matched,
             "launch": self.launch.to_json() if self.launch else None,
             "timeline": {k: self.timeline.get(k) for k in TIMELINE_PARTS},
+            "runs": self.runs,
+            "servers": self.servers,
+            "ranks": self.ranks,
         })
 
     def dumps(self, indent: int | None = 2) -> str:
@@ -228,7 +236,8 @@ class Report:
                    generated_at=d.get("generated_at", ""),
                    launch=Launch.from_json(d["launch"]) if d.get("launch") else None,
                    timeline=dict(d.get("timeline") or {}), matched=list(d.get("matched_rules") or []),
-                   redacted=bool(d.get("redacted")))
+                   redacted=bool(d.get("redacted")), runs=list(d.get("runs") or []),
+                   servers=list(d.get("servers") or []), ranks=d.get("ranks"))
 
 
 def json_schema() -> dict:

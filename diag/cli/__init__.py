@@ -31,7 +31,7 @@ from importlib import import_module
 
 from . import common as C
 
-COMMANDS = ["analyze", "rules", "flags", "mem", "events", "serve", "version"]
+COMMANDS = ["analyze", "rules", "flags", "mem", "events", "scan", "watch", "run", "serve", "version"]
 
 app = C.typer.Typer(add_completion=True, no_args_is_help=True, pretty_exceptions_enable=False,
                     context_settings={"help_option_names": ["-h", "--help"]},
