@@ -162,7 +162,10 @@ def test_rules_list_and_show():
     assert "SGL-CFG-008" in proc.stdout.decode()
     proc = run("rules", "show", "SGL-CFG-008")
     out = proc.stdout.decode()
-    assert "What it detects" in out and "Why it happens" in out and "Examples" in out
+    assert "What it detects" in out and "Why it happens" in out and "Cases" in out
+    # the catalog message it names, with the releases that print it, and every fix with its direction
+    assert "is not compatible with radix cache" in out and "0.5.10" in out
+    assert "--mamba-scheduler-strategy" in out and "(set)" in out
     assert run("rules", "show", "NOPE").returncode == 2
 
 

@@ -11,35 +11,35 @@ def register(app) -> None:
 
     @rules_app.command("list")
     def rules_list(fmt: Format = C.format_option()) -> None:
-        """Every rule: id, category, severity, name."""
+        """Every rule: id, category, severity, slug."""
         C.check_format(fmt, (Format.text, Format.json), "rules list")
-        from ..rules_v1 import load_rules
-        rules = load_rules()
+        from ..rules.registry import registry
+        rules = sorted(registry().rules, key=lambda r: r.id)
         if fmt is Format.json:
             from ..jsonout import dumps
-            C.write_output(dumps([{"id": r.id, "name": r.name, "category": r.category, "severity": r.severity,
-                                   "title": r.title} for r in rules]), None)
+            C.write_output(dumps([{"id": r.id, "slug": r.slug, "category": r.category, "severity": r.severity,
+                                   "role": r.role, "title": r.title, "file": r.path} for r in rules]), None)
             return
         width = max(len(r.category) for r in rules)
-        C.write_output("\n".join(f"{r.id:<16} {r.category:<{width}}  {r.severity:<8} {r.name}" for r in rules), None)
+        C.write_output("\n".join(f"{r.id:<14} {r.category:<{width}}  {r.severity:<8} {r.slug}" for r in rules), None)
 
     @rules_app.command("show")
     def rules_show(rule_id: str = typer.Argument(..., help="A rule id (e.g. SGL-OOM-001) or name."),
                    fmt: Format = C.format_option()) -> None:
-        """What a rule detects, why it happens, its signature, fix and examples."""
+        """Everything a rule's finding can say: what it matches (catalog messages, events, conditions),
+        its texts, every fix with its direction, and its cases."""
         C.check_format(fmt, (Format.text, Format.json), "rules show")
-        from ..rules_v1 import load_rules
-        rules = load_rules()
-        rule = next((r for r in rules if rule_id.upper() == r.id or rule_id == r.name), None)
+        from ..rules import doc
+        from ..rules.registry import registry
+        reg = registry()
+        rule = reg.get(rule_id)
         if rule is None:
             import difflib
-            close = difflib.get_close_matches(rule_id, [r.id for r in rules] + [r.name for r in rules], n=1, cutoff=0.6)
+            names = [r.id for r in reg.rules] + [r.slug for r in reg.rules]
+            close = difflib.get_close_matches(rule_id, names, n=1, cutoff=0.6)
             C.fail(f"no rule {rule_id!r}" + (f" (did you mean {close[0]}?)" if close else " (see `diag rules list`)"))
         if fmt is Format.json:
             from ..jsonout import dumps
-            C.write_output(dumps({"id": rule.id, "name": rule.name, "category": rule.category, "severity": rule.severity,
-                                  "title": rule.title, "detects": rule.detects, "why": rule.why,
-                                  "patterns": [p.regex.pattern for p in rule.lines], "examples": rule.examples}), None)
+            C.write_output(dumps(doc.describe(reg, rule)), None)
             return
-        from ..render.text import rule_doc
-        C.write_output(rule_doc(rule), None)
+        C.write_output(doc.text(reg, rule), None)
