@@ -423,10 +423,7 @@ def _batch_phase(f: Facts, before_line: int) -> str | None:
     """'prefill' or 'decode' from the last batch line before a failure, when the server was serving."""
     best = None
     for b in f.batches:
-        for i in range(len(b) - 1, -1, -1):
-            if b.line[i] <= before_line:
-                best = "decode" if b.kind[i] == 1 else "prefill"
-                break
+        best = b.kind_before(before_line) or best
     return best
 
 
@@ -571,10 +568,10 @@ def _log_end(f: Facts, last_texts: list[str]) -> dict:
     last = last_texts[-1] if last_texts else ""
     if b is None or not last or not re.search(r"(?:Prefill|Decode) batch", last):
         return out
-    i = len(b) - 1
-    out["end.batch"] = "decode" if b.kind[i] == 1 else "prefill"
+    row = b.last()
+    out["end.batch"] = "decode" if row["kind"] == 1 else "prefill"
     out["end.cut"] = "#queue-req" not in last
-    out["end.line"] = b.line[i]
+    out["end.line"] = row["line"]
     m = re.search(r"#new-token: (\d+)", last)
     out["end.new_tokens"] = int(m[1]) if m else None
     return out

@@ -787,11 +787,11 @@ def iter_events(numbered_lines, input_index: int = 0):
         cls = parser.feed(lineno, text)
         if len(parser.events) > before:
             yield from parser.events[before:]
-        elif cls == "batch" and len(parser.batches) and parser.batches.line[-1] == lineno:
-            b, i = parser.batches, len(parser.batches) - 1
+        elif cls == "batch" and len(parser.batches) and parser.batches.last_line == lineno:
+            r = parser.batches.last()
             yield Event("batch", input_index, lineno, text, data={
-                "kind": "decode" if b.kind[i] else "prefill", "running": b.running[i], "queue": b.queue[i],
-                "token_usage": b.usage[i], "tokens": b.tokens[i], "throughput": b.throughput[i]})
+                "kind": "decode" if r["kind"] else "prefill", "running": r["running"], "queue": r["queue"],
+                "token_usage": r["usage"], "tokens": r["tokens"], "throughput": r["throughput"]})
         elif cls != "blank":
             yield Event("http" if cls == "http" else "plain", input_index, lineno, text)
     before = len(parser.events)
