@@ -86,23 +86,21 @@ def _f(v: str | None) -> float:
 
 
 class _Fine:
-    """Fine buckets of equal width on one axis: key = floor((x - origin) / width); the width
-    doubles (neighbours merge) whenever the keys would span more than FINE buckets."""
+    """Fine buckets of equal width on one axis: key = floor(x / width), the width a power of two
+    that doubles (neighbours merge) whenever the keys would span more than FINE buckets. The grid
+    does not depend on the order rows came in: the same rows give the same cells."""
 
-    __slots__ = ("origin", "width", "cells", "lo", "hi")
+    __slots__ = ("width", "cells", "lo", "hi")
 
-    def __init__(self) -> None:
-        self.origin: float | None = None
-        self.width = 1.0
+    def __init__(self, width: float = 1.0) -> None:
+        self.width = width
         self.cells: dict[int, list] = {}
         self.lo = math.inf
         self.hi = -math.inf
 
     def _fit(self, lo: float, hi: float) -> None:
-        if self.origin is None:
-            self.origin = lo
         self.lo, self.hi = min(self.lo, lo), max(self.hi, hi)
-        while (self.hi - self.origin) // self.width - (self.lo - self.origin) // self.width >= FINE:
+        while self.hi // self.width - self.lo // self.width >= FINE:
             self.width *= 2
             merged: dict[int, list] = {}
             for k, cell in self.cells.items():
@@ -110,7 +108,7 @@ class _Fine:
             self.cells = merged
 
     def key(self, x: float) -> int:
-        return int((x - self.origin) // self.width)
+        return int(x // self.width)
 
     def add_cells(self, lo: float, hi: float, cells) -> None:
         """cells: (x, (n, sum_x, last_line, [min, max, last] * SERIES, thr_sum, thr_n)) for x in the cell."""
@@ -166,8 +164,8 @@ class BatchSeries:
         self._cols = {c: array(_TYPES.get(c, "d")) for c in COLUMNS}   # the last rows, in full
         self._frames: list = []               # the fast reader's rows, not yet folded in (polars)
         self._framed = 0
-        self._time = _Fine()
-        self._line = _Fine()
+        self._time = _Fine(1 / 64)     # seconds
+        self._line = _Fine(1.0)        # line numbers
         self._spilled = 0                     # rows that left the full rows (they are in the buckets only)
         self._unsorted = False                # full rows out of line order (two readers added them)
         self._marks_first: dict[int, int] = {}
@@ -283,7 +281,7 @@ class BatchSeries:
         if not df.height:
             return
         fine._fit(float(df[xcol].min()), float(df[xcol].max()))
-        key = ((pl.col(xcol) - fine.origin) / fine.width).floor().cast(pl.Int64).alias("_k")
+        key = (pl.col(xcol) / fine.width).floor().cast(pl.Int64).alias("_k")
         thr = pl.when(pl.col("kind") == 1).then(pl.col("throughput")).otherwise(None)
         aggs = [pl.len().alias("_n"), pl.col(xcol).sum().alias("_sx"), pl.col("line").max().alias("_line")]
         for name in SERIES:
@@ -400,9 +398,8 @@ class BatchSeries:
         timed = self.untimed == 0
         if self.complete:
             return _exact(self._cols, timed, buckets)
-        fine = _Fine()
-        fine.origin, fine.width = (self._time if timed else self._line).origin, (self._time if timed else self._line).width
         src = self._time if timed else self._line
+        fine = _Fine(src.width)
         fine.cells = {k: list(v) for k, v in src.cells.items()}
         fine.lo, fine.hi = src.lo, src.hi
         c = self._cols
@@ -430,7 +427,7 @@ class BatchSeries:
                 out[name]["min"].append(mn if known else None)
                 out[name]["max"].append(mx if known else None)
                 out[name]["last"].append(last if known and last == last else None)
-            out["throughput"]["mean"].append(cell[-2] / cell[-1] if cell[-1] else None)
+            out["throughput"]["mean"].append(round(cell[-2] / cell[-1], 6) if cell[-1] else None)  # sums differ in the last bits
         return {"timed": timed, "lo": lo, "hi": hi, "span": span, "exact": False, "buckets": out}
 
 

@@ -266,6 +266,52 @@ class LogParser:
         self._cut_last_line()
         for n, t in self._tail:
             self.context[n] = t
+        self.batches.finish()
+
+    # -- the fast reader (diag/scan.py) ----------------------------------------------------
+    def skip(self, gap) -> None:
+        """Lines the fast reader accounted for without feeding them (well-formed batch lines, whose
+        statistics it adds to `batches` itself, successful HTTP access lines and blank lines),
+        all of them since the last line fed: the parser's state becomes what feeding them would
+        have made it (counts, prefix facts, the lines kept for evidence windows, an exception
+        message closed by a batch or blank line). `gap` is diag.scan.Gap."""
+        self.lines += gap.count
+        if self._keep_after > 0:
+            for n, t in gap.head(self._keep_after):
+                self.context[n] = t
+                self._keep_after -= 1
+        if gap.closes:
+            self._close_exc()
+        self.content_lines += gap.content
+        if gap.last_text is not None:
+            self.last_line_text, self.last_msg = gap.last_text, gap.last_msg
+        self.prefixed_lines += gap.prefixed
+        if gap.first_ts and self.first_ts is None:
+            self.first_ts = gap.first_ts
+        if gap.last_ts:
+            self.last_ts = gap.last_ts
+        self.ranks.update(gap.ranks)
+        if gap.http:
+            self.http["count"] += gap.http
+            self.http["last_line"] = gap.http_last
+        if gap.first_batch is not None and self._batch_rank is None:
+            lineno, rank, msg = gap.first_batch
+            self._batch_rank = rank or ""
+            self.batches.rank = rank
+            self.first_batch = (lineno, msg)
+        self._recent.extend(gap.recent())
+
+    def last_lines(self, lines) -> None:
+        """The lines the fast reader accounted for among the input's last TAIL: the tail kept at
+        finish() is the last TAIL lines of the input, fed or not."""
+        merged = {n: t for n, t in lines}
+        merged.update({n: t for n, t in self._tail})
+        self._tail = deque(sorted(merged.items())[-self.TAIL:], maxlen=self.TAIL)
+
+    @property
+    def batch_rank(self) -> str | None:
+        """The rank whose batch lines are kept ('' for lines without one; None before the first)."""
+        return self._batch_rank
 
     # -- prefix ------------------------------------------------------------------
     def _split_prefix(self, text: str) -> tuple[str | None, str | None, str]:
