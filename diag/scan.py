@@ -32,7 +32,7 @@ from typing import Callable, Iterator
 from .clean import SAMPLE, Cleaner
 from .read import MAX_LINE, Opened, _Peek, _reason, iter_lines
 
-CHUNK = 8 << 20              # bytes of text per chunk
+CHUNK = 4 << 20              # bytes of text per chunk (peak memory grows with it; 4 MiB: flat under ~150 MiB)
 FAST_MIN_BYTES = 4 << 20     # smaller inputs are read line by line (polars' start-up costs more)
 CONTEXT = 12                 # LogParser.CONTEXT_BEFORE / CONTEXT_AFTER
 TAIL = 80                    # LogParser.TAIL
@@ -66,7 +66,8 @@ FIELDS = {
     "throughput": ("gen throughput (token/s)", "input throughput (token/s)"),
     "mamba_usage": ("mamba usage",), "accept_len": ("accept len",),
 }
-MAX_PARTS = 24
+MAX_PARTS = 16
+BLOCK_ROWS = 65536          # lines classified at a time (short lines: a chunk is cut in blocks, memory stays flat)
 
 
 @dataclass
@@ -111,7 +112,8 @@ class Signatures:
         except Exception:  # not installed, or no build for this machine
             hyperscan = None
         if hyperscan is not None:
-            ok = [p for p in self.patterns if _hs_compiles(hyperscan, p)]
+            ok = self.patterns if _hs_compiles(hyperscan, *self.patterns) else \
+                [p for p in self.patterns if _hs_compiles(hyperscan, p)]
             if ok:
                 db = hyperscan.Database()
                 db.compile(expressions=[p.encode() for p in ok], ids=list(range(len(ok))), elements=len(ok),
@@ -146,9 +148,10 @@ class Signatures:
         return out
 
 
-def _hs_compiles(hyperscan, pattern: str) -> bool:
+def _hs_compiles(hyperscan, *patterns: str) -> bool:
     try:
-        hyperscan.Database().compile(expressions=[pattern.encode()], ids=[0], elements=1, flags=[0])
+        hyperscan.Database().compile(expressions=[p.encode() for p in patterns], ids=list(range(len(patterns))),
+                                     elements=len(patterns), flags=[0] * len(patterns))
         return True
     except Exception:
         return False
@@ -289,6 +292,12 @@ class FastReader:
         flagged = self.signatures.rows(data, lines) if self.signatures is not None else pl.Series([False] * n)
         if len(flagged) != n:
             flagged = flagged.slice(0, n)
+        for at in range(0, n, BLOCK_ROWS):
+            self._block(lines.slice(at, BLOCK_ROWS), flagged.slice(at, BLOCK_ROWS), start + at)
+        return stopped
+
+    def _block(self, lines, flagged, start: int) -> None:
+        import polars as pl
         df = pl.DataFrame({"l": lines, "sig": flagged}).with_row_index("i")
         c = pl.col("l")
         long = c.str.len_bytes() >= MAX_LINE
@@ -306,7 +315,7 @@ class FastReader:
                                   & c.str.contains_any(["Decode batch", "Prefill batch"]))
                 if early.height:
                     self._slow_chunk(df, start)
-                    return stopped
+                    return
                 rank = (firsts["l"].str.extract(PREFIX, 2)[0] or "").strip()
         df = df.with_columns(rank=c.str.extract(PREFIX, 2).str.strip_chars(" "), ts=c.str.extract(PREFIX, 1))
         clean = ~pl.col("dirty") & ~pl.col("sig")
@@ -324,7 +333,6 @@ class FastReader:
         if rows is not None and rows.height:
             self.parser.batches.add_frame(rows)
         self._feed(df, start, rank)
-        return stopped
 
     def _rows(self, df, start: int):
         """The batch statistics of well-formed batch lines of the kept rank: (rows as COLUMNS, their

@@ -10,7 +10,7 @@ import re
 from collections import deque
 from dataclasses import dataclass, field
 
-from ..events import Event, Frame, Traceback
+from ..events import Event, EventStore, Frame, Traceback
 from .batches import NAN, BatchSeries, ts_seconds as _ts_seconds  # noqa: F401  (re-exported)
 from .. import rx
 from ..numbers import to_float, to_int
@@ -170,11 +170,14 @@ class LogParser:
     CONTEXT_BEFORE = 12
     CONTEXT_AFTER = 12
     TAIL = 80
+    MAX_TRACEBACKS = 1000
+    MARKS = 1000             # marked lines whose windows survive a pruning of the context (first and last)
+    CONTEXT_CAP = 50_000     # lines of context before the windows of forgotten events are pruned
 
     def __init__(self, input_index: int = 0):
         self.input = input_index
-        self.events: list[Event] = []
-        self.tracebacks: list[Traceback] = []
+        self.events = EventStore()             # bounded per kind (diag/events.py)
+        self.tracebacks: deque[Traceback] = deque(maxlen=self.MAX_TRACEBACKS)
         self.batches = BatchSeries()
         self.context: dict[int, str] = {}
         self.http = {"count": 0, "errors": 0, "last_line": None}
@@ -204,6 +207,9 @@ class LogParser:
         self._fault_current = False             # inside the dump of the crashing thread
         self._last: tuple | None = None      # the last content line (for a paste cut inside a message)
         self._absorbed = 0                   # the last line that went into an exception's message
+        self._marks_first: list[int] = []
+        self._marks_last: deque[int] = deque(maxlen=self.MARKS)
+        self._context_cap = self.CONTEXT_CAP
 
     # -- public ------------------------------------------------------------------
     def feed(self, lineno: int, text: str) -> str:
@@ -259,6 +265,26 @@ class LogParser:
             self.context[n] = t
         self.context[lineno] = self._tail[-1][1] if self._tail and self._tail[-1][0] == lineno else self.context.get(lineno, "")
         self._keep_after = self.CONTEXT_AFTER
+        if len(self._marks_first) < self.MARKS:
+            self._marks_first.append(lineno)
+        else:
+            self._marks_last.append(lineno)
+        if len(self.context) > self._context_cap:
+            self._prune_context()
+
+    def _prune_context(self) -> None:
+        """Forget the windows of lines no kept event or remembered mark needs (event-dense logs:
+        the context stays bounded like the events)."""
+        spans = [(n, n) for n in self._marks_first] + [(n, n) for n in self._marks_last]
+        for ev in self.events:
+            spans.append((min(ev.line, ev.data.get("tb_start") or ev.line), ev.end_line or ev.line))
+        if self._tb is not None:
+            spans.append((self._tb.start, self._tb.start))
+        live = set()
+        for a, b in spans:
+            live.update(range(a - self.CONTEXT_BEFORE, b + self.CONTEXT_AFTER + 1))
+        self.context = {n: t for n, t in self.context.items() if n in live}
+        self._context_cap = max(self.CONTEXT_CAP, 2 * len(self.context))
 
     def finish(self) -> None:
         self._close_exc()
