@@ -113,7 +113,9 @@ def build(parsers: list[LogParser], smi_snapshots: list, explicit_versions: list
         f.context.update({(p.input, n): t for n, t in p.context.items()})
         f.lines_total += p.lines
         f.content_lines += p.content_lines
-        f.sglang_lines += p.prefixed_lines + sum(n for k, n in p.events.counts.items() if k != "exception") + len(p.batches)
+        counts = getattr(p.events, "counts", None)   # an EventStore counts what it did not keep; a run's list does not need to
+        f.sglang_lines += p.prefixed_lines + len(p.batches) + (sum(n for k, n in counts.items() if k != "exception")
+                                                               if counts is not None else sum(1 for e in p.events if e.kind != "exception"))
         for k, v in p.http.items():
             if k != "last_line":
                 f.http[k] = f.http.get(k, 0) + (v or 0)

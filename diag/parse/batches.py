@@ -353,6 +353,17 @@ class BatchSeries:
         self.finish()
         return self._spilled == 0
 
+    def between(self, first: int, last: int) -> "BatchSeries":
+        """A series of the full rows with first <= line <= last (one run of a log, diag/fleet)."""
+        c = self.rows
+        i, j = bisect.bisect_left(c["line"], first), bisect.bisect_right(c["line"], last)
+        out = BatchSeries(rank=self.rank)
+        for k in range(i, j):
+            for name in COLUMNS:
+                out._cols[name].append(c[name][k])
+            out._count_row(c["line"][k], c["ts"][k], c["running"][k])
+        return out
+
     def row(self, i: int) -> dict:
         """Full row i of those kept (negative from the end)."""
         c = self.rows
