@@ -8,6 +8,7 @@ from . import __version__
 from . import facts as facts_mod
 from . import report_build
 from . import rules_v1 as R
+from . import scan
 from .clean import Cleaner
 from .detect_version import explicit_version
 from .parse import smi as smi_mod
@@ -29,6 +30,7 @@ class Options:
     engine: str = "v1"              # v1: rules_v1 + remedies; v2: diag.rules (rules own their fixes)
     strict: bool = False            # v2: a fix the version lacks or that points the wrong way raises (tests)
     limits: Limits | None = None    # caps on what is read of each input (diag.read)
+    fast_min_bytes: int | None = None  # inputs with at least this much text take the fast reader (diag.scan)
 
 
 def _kind(opened: Opened, forced: str | None) -> str:
@@ -52,32 +54,67 @@ def _read_smi(index: int, opened: Opened, info: InputInfo) -> list:
 
 
 def _read_log(index: int, opened: Opened, info: InputInfo, matcher: R.LineMatcher,
-              explicit: list[tuple[int, str]], smi_found: list) -> LogParser:
-    cleaner = Cleaner()
+              explicit: list[tuple[int, str]], smi_found: list, fast_min_bytes: int | None = None) -> LogParser:
     parser = LogParser(index)
-    capture: list[str] = []
-    capture_start = 0
-    chars = 0
-    for lineno, text in cleaner.run(iter_lines(opened)):
-        chars += len(text) + 1
-        cls = parser.feed(lineno, text)
-        if cls in ("batch", "http", "blank"):
-            continue
-        if matcher.scan(index, lineno, text, parser.last_msg):
-            parser.mark(lineno)
-        if ("glang" in text or "SGLang" in text) and (v := explicit_version(text)):
-            explicit.append((lineno, v))
-        if capture:
-            capture.append(text)
-            if len(capture) >= SMI_CAPTURE:
-                _embedded_smi(capture, capture_start, smi_found)
-                capture = []
-        elif any(m in text for m in SMI_MARKERS):
-            capture, capture_start = [text], lineno
-    if capture:
-        _embedded_smi(capture, capture_start, smi_found)
+    on_line = _LineSink(index, parser, matcher, explicit, smi_found)
+    reader = scan.FastReader(opened, parser, on_line, lambda: _signatures(matcher),
+                             min_bytes=scan.FAST_MIN_BYTES if fast_min_bytes is None else fast_min_bytes)
+    reader.run()
+    on_line.finish()
     parser.finish()
     _scan_continued_messages(parser, matcher, index)
+    _input_notes(info, reader.cleaner, parser, reader.chars if reader.fast else on_line.chars)
+    return parser
+
+
+class _LineSink:
+    """What happens to each line the parser is fed (by either reader): the parser, then the rules'
+    line patterns, explicit version strings and nvidia-smi output embedded in the log.
+
+    `kind` is the kind of the last batch line before this one (the fast reader knows it; None:
+    the series' last row); `seen` marks a batch or access line fed because it carries a failure
+    signature: the rules' patterns run on it too."""
+
+    def __init__(self, index: int, parser: LogParser, matcher: R.LineMatcher, explicit: list, smi_found: list) -> None:
+        self.index, self.parser, self.matcher = index, parser, matcher
+        self.explicit, self.smi_found = explicit, smi_found
+        self.capture: list[str] = []
+        self.capture_start = 0
+        self.chars = 0
+
+    def __call__(self, lineno: int, text: str, kind: int | None = None, seen: bool = False) -> None:
+        parser = self.parser
+        self.chars += len(text) + 1
+        n_events = len(parser.events)
+        cls = parser.feed(lineno, text)
+        if len(parser.events) > n_events:
+            parser.batches.mark(lineno, kind)
+        if cls in ("batch", "http", "blank") and not seen:
+            return
+        if self.matcher.scan(self.index, lineno, text, parser.last_msg):
+            parser.mark(lineno)
+        if ("glang" in text or "SGLang" in text) and (v := explicit_version(text)):
+            self.explicit.append((lineno, v))
+        if self.capture:
+            self.capture.append(text)
+            if len(self.capture) >= SMI_CAPTURE:
+                _embedded_smi(self.capture, self.capture_start, self.smi_found)
+                self.capture = []
+        elif any(m in text for m in SMI_MARKERS):
+            self.capture, self.capture_start = [text], lineno
+
+    def finish(self) -> None:
+        if self.capture:
+            _embedded_smi(self.capture, self.capture_start, self.smi_found)
+            self.capture = []
+
+
+def _signatures(matcher: R.LineMatcher) -> "scan.Signatures":
+    """The failure signatures the fast reader looks for in every line: the rules' line patterns."""
+    return scan.Signatures([p.regex.pattern for *_, p in matcher.table])
+
+
+def _input_notes(info: InputInfo, cleaner: Cleaner, parser: LogParser, chars: int) -> None:
     info.lines = cleaner.info.dropped + parser.lines + cleaner.info.joined
     if info.bytes == 0:
         info.bytes = chars
@@ -87,7 +124,6 @@ def _read_log(index: int, opened: Opened, info: InputInfo, matcher: R.LineMatche
         info.notes.append(f"split {cleaner.info.split} log record(s) that the paste had run together on one line")
     if cleaner.info.joined:
         info.notes.append(f"joined {cleaner.info.joined} line(s) the paste had wrapped at {cleaner.info.wrap_width} characters")
-    return parser
 
 
 def _scan_continued_messages(parser: LogParser, matcher: R.LineMatcher, index: int) -> None:
@@ -133,7 +169,7 @@ def analyze_with_facts(paths: list[str], smi_paths: list[str] | None = None,
         if kind == "nvidia-smi":
             snapshots.extend(_read_smi(index, opened, info))
         else:
-            parsers.append(_read_log(index, opened, info, matcher, explicit, snapshots))
+            parsers.append(_read_log(index, opened, info, matcher, explicit, snapshots, options.fast_min_bytes))
             if parsers[-1].prefixed_lines == 0 and not parsers[-1].events and parsers[-1].content_lines:
                 info.kind = "unknown"
         owners[0].extend([None if kind == "nvidia-smi" else index] * (len(snapshots) - before[0]))

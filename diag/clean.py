@@ -269,10 +269,7 @@ class Cleaner:
             sample.append(_strip_ansi(raw))
             if len(sample) >= SAMPLE:
                 break
-        content = [l for l in sample if not _fence(l)]
-        self._learn(content)
-        width = None if self.light else _wrap_width(content, self._starts_record)
-        self.info.wrap_width = width
+        width = self.learn(sample)
 
         def raw_lines() -> Iterator[tuple[int, str]]:
             yield from enumerate(sample, 1)
@@ -295,6 +292,26 @@ class Cleaner:
             pending, last_len = (lineno, raw), len(raw)
         if pending is not None:
             yield from self._emit(pending)
+
+    def learn(self, sample: list[str]) -> int | None:
+        """Decide from the first lines (ANSI codes already removed) which prefixes to remove and the
+        width a paste was wrapped at (returned; None when it was not)."""
+        content = [l for l in sample if not _fence(l)]
+        self._learn(content)
+        width = None if self.light else _wrap_width(content, self._starts_record)
+        self.info.wrap_width = width
+        return width
+
+    @property
+    def plain(self) -> bool:
+        """Nothing learned: a line without ANSI codes, Ray or kubectl prefixes, fences or embedded
+        records is its own cleaned text (the fast reader, diag/scan.py, relies on this)."""
+        return (not self.light and self._strippers == ALWAYS and self._compose is None and self._literal is None
+                and self.info.wrap_width is None)
+
+    def emit(self, lineno: int, raw: str) -> Iterator[tuple[int, str]]:
+        """One raw line, cleaned (split where records ran together; nothing for a fence)."""
+        return self._emit((lineno, _strip_ansi(raw)))
 
     def _starts_record(self, raw: str) -> bool:
         """A line that begins a new log record: it carries a learned prefix or a record start."""

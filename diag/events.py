@@ -66,3 +66,72 @@ class Traceback:
     chained: bool = False        # raised while handling an earlier exception
     header_text: str = ""        # e.g. "Scheduler hit an exception:"
     ts: str | None = None        # the header line's timestamp
+
+
+class EventStore:
+    """The parser's events, bounded per kind whatever the log holds: the first FIRST and the last
+    LAST events of each kind are kept, the others only counted (`counts`). A log of a million
+    `Killed` lines keeps 2 x 100 of them, not a million.
+
+    It reads like the list it replaces: `len()` is the number of events ever appended (so
+    `len()` before and after a line tells whether the line made events), `store[n:]` the events
+    appended since `len()` was n (the last few, always kept), iteration the kept events in the
+    order they were appended."""
+
+    FIRST = 100
+    LAST = 100
+    RECENT = 64     # the last events appended, for store[n:]
+
+    def __init__(self) -> None:
+        from collections import Counter, deque
+        self.counts: Counter = Counter()
+        self.total = 0
+        self._first: dict[str, list] = {}
+        self._last: dict[str, deque] = {}
+        self._recent: deque = deque(maxlen=self.RECENT)
+        self._deque = deque
+
+    def append(self, ev: Event) -> None:
+        seq = self.total
+        self.total += 1
+        self.counts[ev.kind] += 1
+        first = self._first.setdefault(ev.kind, [])
+        if len(first) < self.FIRST:
+            first.append((seq, ev))
+        else:
+            last = self._last.get(ev.kind)
+            if last is None:
+                last = self._last[ev.kind] = self._deque(maxlen=self.LAST)
+            last.append((seq, ev))
+        self._recent.append((seq, ev))
+
+    def __len__(self) -> int:
+        return self.total
+
+    def __bool__(self) -> bool:
+        return self.total > 0
+
+    @property
+    def dropped(self) -> int:
+        """Events counted but not kept."""
+        return self.total - sum(len(v) for v in self._first.values()) - sum(len(v) for v in self._last.values())
+
+    def __getitem__(self, item):
+        if isinstance(item, slice) and item.step is None and item.stop is None:
+            start = item.start or 0
+            if start < 0:
+                start += self.total
+            return [ev for seq, ev in self._recent if seq >= start]
+        return list(self)[item]
+
+    def __iter__(self):
+        kept = [x for v in self._first.values() for x in v] + [x for v in self._last.values() for x in v]
+        kept.sort(key=lambda x: x[0])
+        return iter([ev for _, ev in kept])
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, (list, tuple)):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None

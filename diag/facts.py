@@ -113,7 +113,9 @@ def build(parsers: list[LogParser], smi_snapshots: list, explicit_versions: list
         f.context.update({(p.input, n): t for n, t in p.context.items()})
         f.lines_total += p.lines
         f.content_lines += p.content_lines
-        f.sglang_lines += p.prefixed_lines + sum(1 for e in p.events if e.kind != "exception") + len(p.batches)
+        counts = getattr(p.events, "counts", None)   # an EventStore counts what it did not keep; a run's list does not need to
+        f.sglang_lines += p.prefixed_lines + len(p.batches) + (sum(n for k, n in counts.items() if k != "exception")
+                                                               if counts is not None else sum(1 for e in p.events if e.kind != "exception"))
         for k, v in p.http.items():
             if k != "last_line":
                 f.http[k] = f.http.get(k, 0) + (v or 0)
@@ -423,10 +425,7 @@ def _batch_phase(f: Facts, before_line: int) -> str | None:
     """'prefill' or 'decode' from the last batch line before a failure, when the server was serving."""
     best = None
     for b in f.batches:
-        for i in range(len(b) - 1, -1, -1):
-            if b.line[i] <= before_line:
-                best = "decode" if b.kind[i] == 1 else "prefill"
-                break
+        best = b.kind_before(before_line) or best
     return best
 
 
@@ -571,10 +570,10 @@ def _log_end(f: Facts, last_texts: list[str]) -> dict:
     last = last_texts[-1] if last_texts else ""
     if b is None or not last or not re.search(r"(?:Prefill|Decode) batch", last):
         return out
-    i = len(b) - 1
-    out["end.batch"] = "decode" if b.kind[i] == 1 else "prefill"
+    row = b.last()
+    out["end.batch"] = "decode" if row["kind"] == 1 else "prefill"
     out["end.cut"] = "#queue-req" not in last
-    out["end.line"] = b.line[i]
+    out["end.line"] = row["line"]
     m = re.search(r"#new-token: (\d+)", last)
     out["end.new_tokens"] = int(m[1]) if m else None
     return out

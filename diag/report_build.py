@@ -8,12 +8,8 @@ function here, so a change of the facts object is one place to follow.
 """
 from __future__ import annotations
 
-import bisect
 import datetime
-import itertools
-import math
 import re
-from array import array
 
 from . import commands
 from .memory.provenance import ITEM_KEYS
@@ -317,52 +313,22 @@ def _failure(facts, events, timed: bool) -> dict | None:
             "start": when, "end": when}
 
 
-STATS = ("min", "max", "last")
-SERIES = ("running", "queue", "usage", "throughput", "mamba_usage")  # batch statistics kept per bucket
-
-
 def batches(facts) -> dict | None:
     """One rank's batch statistics in at most BUCKETS buckets of equal width on the axis.
 
     Per bucket: the mean position `x`, the number of batch lines, and min/max/last of running
     and queued requests, token usage, Mamba usage and decode throughput (its mean too, over
     decode lines only). The axis is seconds since the first batch line, or log line numbers.
-    One pass over the parser's columns (no object per line), so a million lines stay cheap.
+    Computed by the series itself (diag/parse/batches.py: exact from the rows it keeps, or from
+    its fine buckets for the longest logs), so a million lines stay cheap.
     """
     series = [b for b in _facts_batches(facts) if len(b)]
     if not series:
         return None
     b = next((s for s in series if s.rank in ("TP0", None)), max(series, key=len))
-    timed = not any(t != t for t in b.ts)  # every batch line has a timestamp (nan where not)
-    x = b.ts if timed else array("d", b.line)
-    lo, hi = min(x), max(x)
-    span = (hi - lo) or 1.0
-    top = min(len(x), BUCKETS) - 1
-    keys = array("H", (int((v - lo) / span * top) for v in x))  # the bucket of each line (floor: v >= lo)
-    columns = {"x": x, "kind": b.kind, **{name: getattr(b, name) for name in SERIES}}
+    t = b.timeline(BUCKETS)
+    timed, lo, hi, span = t["timed"], t["lo"], t["hi"], t["span"]
     shift = lo if timed else 0.0
-    out: dict = {"x": [], "lines": [], **{name: {stat: [] for stat in STATS} for name in SERIES}}
-    out["throughput"]["mean"] = []
-    for rows in _bucket_rows(keys):
-        def take(name: str) -> list:
-            col = columns[name]
-            return list(col[rows]) if isinstance(rows, slice) else [col[i] for i in rows]
-
-        xs = take("x")
-        out["x"].append(math.fsum(xs) / len(xs) - shift)
-        out["lines"].append(len(xs))
-        kinds = take("kind")
-        for name in SERIES:
-            if name == "throughput":  # decode lines only
-                known = [v for v, k in zip(take(name), kinds) if k == 1 and v == v]
-            else:
-                known = [v for v in take(name) if v == v]
-            stats = out[name]
-            stats["min"].append(min(known) if known else None)
-            stats["max"].append(max(known) if known else None)
-            stats["last"].append(known[-1] if known else None)
-            if name == "throughput":
-                stats["mean"].append(math.fsum(known) / len(known) if known else None)
     failure_at = None
     line = _facts_failure_line(facts)
     if line is not None:
@@ -371,31 +337,8 @@ def batches(facts) -> dict | None:
         if when is not None and lo <= when <= hi + span * 0.05:
             failure_at = when - shift
     return {"rank": b.rank, "axis": "time" if timed else "line", "start": _stamp(lo) if timed else None,
-            "lines": len(b), "first_line": b.line[0], "last_line": b.line[len(b) - 1],
-            "range": [lo - shift, hi - shift], "failure_at": failure_at, "buckets": out}
-
-
-def _bucket_rows(keys: array):
-    """The rows of each non-empty bucket in bucket order, lines in log order within one: slices
-    when the lines are in order on the axis, else index arrays (a counting sort, no object per line)."""
-    if all(k1 <= k2 for k1, k2 in zip(keys, itertools.islice(keys, 1, None))):
-        start = 0
-        while start < len(keys):
-            end = bisect.bisect_right(keys, keys[start], lo=start)
-            yield slice(start, end)
-            start = end
-        return
-    counts = [0] * (max(keys) + 1)
-    for k in keys:
-        counts[k] += 1
-    first = list(itertools.accumulate([0] + counts[:-1]))
-    at, order = list(first), array("I", bytes(4 * len(keys)))
-    for i, k in enumerate(keys):
-        order[at[k]] = i
-        at[k] += 1
-    for k, n in enumerate(counts):
-        if n:
-            yield order[first[k]:first[k] + n]
+            "lines": len(b), "first_line": b.first_line, "last_line": b.last_line,
+            "range": [lo - shift, hi - shift], "failure_at": failure_at, "buckets": t["buckets"]}
 
 
 def gpu_memory(facts) -> dict | None:

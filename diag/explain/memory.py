@@ -299,15 +299,15 @@ def _mamba_request_cap(facts, hits) -> tuple[int | None, str | None]:
     strategy = str(facts.flag("--mamba-scheduler-strategy", "--mamba-radix-cache-strategy") or "")
     ratio, basis = (5 if "extra_buffer" in strategy else 3), "strategy"
     if slots and b is not None and len(b):
-        last = max(range(len(b)), key=lambda i: b.line[i])
-        used, running = b.mamba_usage[last], b.running[last]
+        last = b.last()
+        used, running = last["mamba_usage"], last["running"]
         if used == used and running == running and running > 0:
             ratio, basis = max(1, round(slots * used / running)), "usage"
     if slots:
         return max(1, int(slots / ratio * 0.75)), basis
     mrr = _int(facts.flag("--max-running-requests"))
     if b is not None and len(b):
-        running = max((x for x in b.running if x == x), default=0)
+        running = b.max_running if b.max_running == b.max_running else 0
         mrr = mrr or int(running)
     return (max(1, mrr // 2) if mrr else None), "running"
 
@@ -318,8 +318,8 @@ def _mamba_rebalance(facts, hits) -> dict | None:
     b = _batch0(facts)
     if b is None or not len(b):
         return None
-    last = max(range(len(b)), key=lambda i: b.line[i])
-    kv, mamba = b.usage[last], b.mamba_usage[last]
+    last = b.last()
+    kv, mamba = last["usage"], last["mamba_usage"]
     if not (mamba == mamba and kv == kv) or mamba < 0.95 or kv > 0.7:
         return None
     r0 = _float(facts.flag("--mamba-full-memory-ratio")) or 0.9
@@ -329,7 +329,7 @@ def _mamba_rebalance(facts, hits) -> dict | None:
     size = _int(_hit_field(hits, "mamba_pool_size"))
     return {"ratio": r1, "was": r0, "kv_usage": kv, "mamba_usage": mamba, "kv_share": kv_share,
             "kv_keeps": kv_share * (1 + r0), "gain": gain, "slots": size, "slots_after": int(size * gain) if size else None,
-            "line": b.line[last]}
+            "line": last["line"]}
 
 
 EXPLAINER = Explainer("memory", explain, PROVIDES, OPTIONS, args=("goal", "failure"))

@@ -202,11 +202,7 @@ def _message(text: str) -> str:
 
 
 def _batch_slice(b: BatchSeries, first: int, last: int) -> BatchSeries:
-    i, j = bisect_left(b.line, first), bisect_right(b.line, last)
-    out = BatchSeries(rank=b.rank)
-    for name in ("kind", "line", "ts", "running", "queue", "usage", "tokens", "throughput", "mamba_usage", "accept_len"):
-        getattr(out, name).extend(getattr(b, name)[i:j])
-    return out
+    return b.between(first, last)   # the rows kept in full (diag/parse/batches.py)
 
 
 def _http_slice(parser, events: list, first: int, last: int) -> dict:

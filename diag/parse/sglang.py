@@ -10,7 +10,7 @@ import re
 from collections import deque
 from dataclasses import dataclass, field
 
-from ..events import Event, Frame, Traceback
+from ..events import Event, EventStore, Frame, Traceback
 from .batches import NAN, BatchSeries, ts_seconds as _ts_seconds  # noqa: F401  (re-exported)
 from .. import rx
 from ..numbers import to_float, to_int
@@ -170,11 +170,14 @@ class LogParser:
     CONTEXT_BEFORE = 12
     CONTEXT_AFTER = 12
     TAIL = 80
+    MAX_TRACEBACKS = 1000
+    MARKS = 1000             # marked lines whose windows survive a pruning of the context (first and last)
+    CONTEXT_CAP = 50_000     # lines of context before the windows of forgotten events are pruned
 
     def __init__(self, input_index: int = 0):
         self.input = input_index
-        self.events: list[Event] = []
-        self.tracebacks: list[Traceback] = []
+        self.events = EventStore()             # bounded per kind (diag/events.py)
+        self.tracebacks: deque[Traceback] = deque(maxlen=self.MAX_TRACEBACKS)
         self.batches = BatchSeries()
         self.context: dict[int, str] = {}
         self.http = {"count": 0, "errors": 0, "last_line": None}
@@ -204,6 +207,9 @@ class LogParser:
         self._fault_current = False             # inside the dump of the crashing thread
         self._last: tuple | None = None      # the last content line (for a paste cut inside a message)
         self._absorbed = 0                   # the last line that went into an exception's message
+        self._marks_first: list[int] = []
+        self._marks_last: deque[int] = deque(maxlen=self.MARKS)
+        self._context_cap = self.CONTEXT_CAP
 
     # -- public ------------------------------------------------------------------
     def feed(self, lineno: int, text: str) -> str:
@@ -259,6 +265,26 @@ class LogParser:
             self.context[n] = t
         self.context[lineno] = self._tail[-1][1] if self._tail and self._tail[-1][0] == lineno else self.context.get(lineno, "")
         self._keep_after = self.CONTEXT_AFTER
+        if len(self._marks_first) < self.MARKS:
+            self._marks_first.append(lineno)
+        else:
+            self._marks_last.append(lineno)
+        if len(self.context) > self._context_cap:
+            self._prune_context()
+
+    def _prune_context(self) -> None:
+        """Forget the windows of lines no kept event or remembered mark needs (event-dense logs:
+        the context stays bounded like the events)."""
+        spans = [(n, n) for n in self._marks_first] + [(n, n) for n in self._marks_last]
+        for ev in self.events:
+            spans.append((min(ev.line, ev.data.get("tb_start") or ev.line), ev.end_line or ev.line))
+        if self._tb is not None:
+            spans.append((self._tb.start, self._tb.start))
+        live = set()
+        for a, b in spans:
+            live.update(range(a - self.CONTEXT_BEFORE, b + self.CONTEXT_AFTER + 1))
+        self.context = {n: t for n, t in self.context.items() if n in live}
+        self._context_cap = max(self.CONTEXT_CAP, 2 * len(self.context))
 
     def finish(self) -> None:
         self._close_exc()
@@ -266,6 +292,52 @@ class LogParser:
         self._cut_last_line()
         for n, t in self._tail:
             self.context[n] = t
+        self.batches.finish()
+
+    # -- the fast reader (diag/scan.py) ----------------------------------------------------
+    def skip(self, gap) -> None:
+        """Lines the fast reader accounted for without feeding them (well-formed batch lines, whose
+        statistics it adds to `batches` itself, successful HTTP access lines and blank lines),
+        all of them since the last line fed: the parser's state becomes what feeding them would
+        have made it (counts, prefix facts, the lines kept for evidence windows, an exception
+        message closed by a batch or blank line). `gap` is diag.scan.Gap."""
+        self.lines += gap.count
+        if self._keep_after > 0:
+            for n, t in gap.head(self._keep_after):
+                self.context[n] = t
+                self._keep_after -= 1
+        if gap.closes:
+            self._close_exc()
+        self.content_lines += gap.content
+        if gap.last_text is not None:
+            self.last_line_text, self.last_msg = gap.last_text, gap.last_msg
+        self.prefixed_lines += gap.prefixed
+        if gap.first_ts and self.first_ts is None:
+            self.first_ts = gap.first_ts
+        if gap.last_ts:
+            self.last_ts = gap.last_ts
+        self.ranks.update(gap.ranks)
+        if gap.http:
+            self.http["count"] += gap.http
+            self.http["last_line"] = gap.http_last
+        if gap.first_batch is not None and self._batch_rank is None:
+            lineno, rank, msg = gap.first_batch
+            self._batch_rank = rank or ""
+            self.batches.rank = rank
+            self.first_batch = (lineno, msg)
+        self._recent.extend(gap.recent())
+
+    def last_lines(self, lines) -> None:
+        """The lines the fast reader accounted for among the input's last TAIL: the tail kept at
+        finish() is the last TAIL lines of the input, fed or not."""
+        merged = {n: t for n, t in lines}
+        merged.update({n: t for n, t in self._tail})
+        self._tail = deque(sorted(merged.items())[-self.TAIL:], maxlen=self.TAIL)
+
+    @property
+    def batch_rank(self) -> str | None:
+        """The rank whose batch lines are kept ('' for lines without one; None before the first)."""
+        return self._batch_rank
 
     # -- prefix ------------------------------------------------------------------
     def _split_prefix(self, text: str) -> tuple[str | None, str | None, str]:
@@ -787,11 +859,11 @@ def iter_events(numbered_lines, input_index: int = 0):
         cls = parser.feed(lineno, text)
         if len(parser.events) > before:
             yield from parser.events[before:]
-        elif cls == "batch" and len(parser.batches) and parser.batches.line[-1] == lineno:
-            b, i = parser.batches, len(parser.batches) - 1
+        elif cls == "batch" and len(parser.batches) and parser.batches.last_line == lineno:
+            r = parser.batches.last()
             yield Event("batch", input_index, lineno, text, data={
-                "kind": "decode" if b.kind[i] else "prefill", "running": b.running[i], "queue": b.queue[i],
-                "token_usage": b.usage[i], "tokens": b.tokens[i], "throughput": b.throughput[i]})
+                "kind": "decode" if r["kind"] else "prefill", "running": r["running"], "queue": r["queue"],
+                "token_usage": r["usage"], "tokens": r["tokens"], "throughput": r["throughput"]})
         elif cls != "blank":
             yield Event("http" if cls == "http" else "plain", input_index, lineno, text)
     before = len(parser.events)

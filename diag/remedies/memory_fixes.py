@@ -152,8 +152,8 @@ def _mamba_request_cap(ctx: Context) -> tuple[int, str]:
     strategy = str(ctx.facts.flag("--mamba-scheduler-strategy", "--mamba-radix-cache-strategy") or "")
     ratio = 5 if "extra_buffer" in strategy else 3
     if slots and b is not None and len(b):
-        last = max(range(len(b)), key=lambda i: b.line[i])
-        used, running = b.mamba_usage[last], b.running[last]
+        last = b.last()
+        used, running = last["mamba_usage"], last["running"]
         if used == used and running == running and running > 0:
             ratio = max(1, round(slots * used / running))  # slots the running requests actually hold, each
     if slots:
@@ -161,7 +161,7 @@ def _mamba_request_cap(ctx: Context) -> tuple[int, str]:
         return cap, f"{slots} Mamba slots / {ratio} slots per running request, with room kept for cached prefix states"
     mrr = _int(ctx.facts.flag("--max-running-requests"))
     if b is not None and len(b):
-        running = max((x for x in b.running if x == x), default=0)
+        running = b.max_running if b.max_running == b.max_running else 0
         mrr = mrr or int(running)
     return (max(1, mrr // 2) if mrr else 16), "each running request pins 3-5 Mamba slots"
 
@@ -232,10 +232,10 @@ def kv_retract(ctx: Context):
     b = next((s for s in facts.batches if len(s)), None)
     usage_text, reason = "token usage near 1.00", ""
     if b is not None:
-        idx = [i for i in range(len(b)) if b.kind[i] == 1]
-        if idx:
-            last = idx[-1]
-            running, tokens, usage = b.running[last], b.tokens[last], b.usage[last]
+        rows = b.last_rows(3, kind=1)
+        if rows:
+            last = rows[-1]
+            running, tokens, usage = last["running"], last["tokens"], last["usage"]
             usage_text = f"token usage {usage:.2f}" if usage == usage else usage_text
             if running == running and tokens == tokens and running > 0:
                 per = tokens / running
@@ -250,8 +250,8 @@ def kv_retract(ctx: Context):
                     reason = "Many requests share a pool that is too small for what is admitted."
                     ctx.add_fix("--max-running-requests", max(1, int(running) // 2), "admit fewer concurrent requests", option=1)
                     ctx.add_fix("--mem-fraction-static", _raise_mfs(_current_mfs(ctx, None)), "a larger KV pool", option=2)
-            for i in idx[-3:]:
-                ctx.evidence(b.line[i], facts.context.get((0, b.line[i]), ""), role="context")
+            for row in rows:
+                ctx.evidence(row["line"], facts.context.get((0, row["line"]), ""), role="context")
     ctx.values["usage_text"] = usage_text
     ctx.values["retract_reason"] = reason
     if not reason:
@@ -316,8 +316,8 @@ def mamba_rebalance(ctx: Context):
     b = next((s for s in ctx.facts.batches if len(s)), None)
     if b is None:
         return None
-    last = max(range(len(b)), key=lambda i: b.line[i])
-    kv, mamba = b.usage[last], b.mamba_usage[last]
+    last = b.last()
+    kv, mamba = last["usage"], last["mamba_usage"]
     if not (mamba == mamba and kv == kv) or mamba < 0.95 or kv > 0.7:
         return None
     r0 = _float(ctx.facts.flag("--mamba-full-memory-ratio")) or 0.9
@@ -331,6 +331,6 @@ def mamba_rebalance(ctx: Context):
                 f"({slots}, the KV pool keeps {kv_share * (1 + r0):.0%} of its size)", option=1)
     ctx.finding.options.append({"option": 1, "title": "rebalance the pools: more Mamba slots, fewer spare KV tokens", "cost": 1,
                                 "arithmetic": f"KV share 1/(1+{r0}) → {kv_share:.2f}; ratio {r0} → {r1}"})
-    ctx.evidence(b.line[last], ctx.facts.context.get((0, b.line[last]), ""), role="context")
+    ctx.evidence(last["line"], ctx.facts.context.get((0, last["line"]), ""), role="context")
     ctx.values["mamba_rebalanced"] = True
     return None

@@ -1,0 +1,577 @@
+"""The fast reader for large logs: raw bytes in large newline-aligned chunks, classified vectorised.
+
+A serving log is mostly batch statistics, successful HTTP access lines and blank lines. Here a
+chunk of CHUNK bytes at a time (decompressed as it streams, through diag.read's guards) is split
+into lines and classified by polars; one multi-pattern pass over the raw bytes (Hyperscan, or
+polars' regex engine where the `hyperscan` package does not import) flags every line that
+carries a failure signature (every rule's line pattern and the parser's failure words). Then:
+
+- well-formed batch lines of the kept rank become rows of the parser's BatchSeries in bulk
+  (diag/parse/batches.py, `add_frame`); batch lines of other ranks, successful HTTP access lines
+  and blank lines are counted; the parser is told about them with `LogParser.skip(Gap)`, which
+  leaves its state as feeding them would have (counts, prefix facts, the lines kept around
+  events, an exception message closed by a batch or blank line);
+- every other line, and any line of those classes that carries a failure signature, is cleaned
+  (diag.clean) and fed to the parser line by line, exactly as the line-by-line reader does.
+
+The contract is checked by tests/test_scan.py: every log under tests/data gives the same report
+JSON through both readers. The fast reader is used when the input has at least FAST_MIN_BYTES of
+UTF-8 text whose first lines need no clean-up (no collector prefix, no wrapped paste); anything
+else (a small paste, UTF-16, a docker-timestamped log) is read line by line as before, and so is
+a chunk whose first batch line needs clean-up before the kept rank is known.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+from .clean import SAMPLE, Cleaner
+from .read import MAX_LINE, Opened, _Peek, _reason, iter_lines
+
+CHUNK = 4 << 20              # bytes of text per chunk (peak memory grows with it; 4 MiB: flat under ~150 MiB)
+FAST_MIN_BYTES = 4 << 20     # smaller inputs are read line by line (polars' start-up costs more)
+CONTEXT = 12                 # LogParser.CONTEXT_BEFORE / CONTEXT_AFTER
+TAIL = 80                    # LogParser.TAIL
+
+# Polars' regex engine has Unicode \d and \s: the classes are spelled out (RE2's are ASCII).
+_SP = r"[\t\n\f\r ]"
+TS = r"[0-9]{4}-[0-9]{2}-[0-9]{2}[ T][0-9]{2}:[0-9]{2}:[0-9]{2}(?:[.,][0-9]+)?"
+RANKS = r"(?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP|CP)[0-9]+)*"
+PREFIX = r"^\[(" + TS + r")(" + RANKS + r")\]" + _SP + "?"          # diag.parse.sglang.PREFIX
+BATCH = PREFIX + r"(?:Decode|Prefill) batch"
+ACCESS = (r"(?:INFO:" + _SP + r"+)?[0-9.:\[\]a-f]*:?[0-9]* ?- \"(?:GET|POST|PUT|DELETE|HEAD|OPTIONS) [^\t\n\f\r ]+ "
+          r"HTTP/[0-9.]+\" [23][0-9]{2}")                               # sglang.RE_ACCESS, 2xx/3xx
+HTTP_OK = r"^(?:\[" + TS + RANKS + r"\]" + _SP + "?" + r"|(?:INFO:" + _SP + r"))" + ACCESS
+BLANK = r"^[ \t]*$"
+# what the cleaner would change or split (ANSI codes, Ray pid tags, fences, records run together)
+DIRTY_WORDS = ["\x1b", "pid=", "```", "~~~"]
+EMBEDDED = r" \[[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}"
+NUMBER = r"^[0-9]{1,30}(?:\.[0-9]{1,30})?$"     # a value diag.numbers.to_float reads the same way
+
+# failure words of the parser (diag/parse/sglang.py), looked for in batch and access lines too
+FAILURE_WORDS = [
+    "out of memory", "Out of memory", "OutOfMemoryError", "OUT_OF_MEMORY", "CUBLAS_STATUS_ALLOC_FAILED",
+    "cudaErrorMemoryAllocation", "Traceback", "Error", "Exception", "Killed", "Aborted", "Segmentation fault",
+    "Bus error", "Fatal Python error", "NCCL", "CUDA error", "atchdog", "sigquit", "SIGQUIT", "scheduler is dead",
+    "scheduler died", "Retract", "Initialization failed", "exit code", "Exit code", "Warning", "WARNING", "ERROR",
+]
+# batch statistics: the column and the keys whose value it takes, in order of preference (batches.row_of)
+FIELDS = {
+    "running": ("#running-req",), "queue": ("#queue-req",), "usage": ("token usage", "full token usage"),
+    "tokens": ("#token", "#full token", "#new-token"),
+    "throughput": ("gen throughput (token/s)", "input throughput (token/s)"),
+    "mamba_usage": ("mamba usage",), "accept_len": ("accept len",),
+}
+MAX_PARTS = 16
+BLOCK_ROWS = 65536          # lines classified at a time (short lines: a chunk is cut in blocks, memory stays flat)
+
+
+@dataclass
+class Gap:
+    """Lines the fast reader accounted for between two fed lines (LogParser.skip reads this)."""
+    count: int = 0
+    content: int = 0
+    closes: bool = False
+    prefixed: int = 0
+    first_ts: str | None = None
+    last_ts: str | None = None
+    ranks: tuple = ()
+    http: int = 0
+    http_last: int | None = None
+    first_batch: tuple | None = None
+    last_text: str | None = None
+    last_msg: str | None = None
+    _head: Callable[[int], list] = field(default=lambda k: [], repr=False)
+    _recent: list = field(default_factory=list, repr=False)
+
+    def head(self, k: int) -> list[tuple[int, str]]:
+        return self._head(k)
+
+    def recent(self) -> list[tuple[int, str]]:
+        return self._recent
+
+
+# -- the multi-pattern pass -------------------------------------------------------------------
+
+class Signatures:
+    """Which lines of a chunk carry a failure signature: every rule line pattern (a leading '^'
+    dropped: the rules see the message after the prefix) and the parser's failure words."""
+
+    def __init__(self, patterns: list[str]) -> None:
+        self.patterns = [p[1:] if p.startswith("^") else p for p in patterns]
+        self.patterns += [_escape(w) for w in FAILURE_WORDS]
+        self.engine = "polars"
+        self._db = None
+        rest = self.patterns
+        try:
+            import hyperscan
+        except Exception:  # not installed, or no build for this machine
+            hyperscan = None
+        if hyperscan is not None:
+            ok = self.patterns if _hs_compiles(hyperscan, *self.patterns) else \
+                [p for p in self.patterns if _hs_compiles(hyperscan, p)]
+            if ok:
+                db = hyperscan.Database()
+                db.compile(expressions=[p.encode() for p in ok], ids=list(range(len(ok))), elements=len(ok),
+                           flags=[0] * len(ok))
+                self._db, self.engine = db, "hyperscan"
+                rest = [p for p in self.patterns if p not in ok]   # refused (or matching the empty string)
+        self._alternation = "|".join(f"(?:{p})" for p in rest) if rest else None
+
+    def rows(self, chunk: bytes, lines) -> "object":
+        """A boolean polars Series over the chunk's lines: True where a signature is."""
+        import polars as pl
+        out = None
+        if self._db is not None:
+            ends: list[int] = []
+            self._db.scan(chunk, match_event_handler=lambda _id, _f, to, _fl, _c: ends.append(to))
+            rows: list[int] = []
+            if ends:
+                ends.sort()
+                row, pos = 0, 0
+                for end in ends:
+                    at = max(pos, end - 1)       # the match's last byte
+                    row += chunk.count(b"\n", pos, at)
+                    pos = at
+                    if not rows or rows[-1] != row:
+                        rows.append(row)
+            out = pl.Series([False] * len(lines), dtype=pl.Boolean)
+            if rows:
+                out = out.scatter([r for r in rows if r < len(lines)], True)
+        if self._alternation is not None:
+            more = lines.str.contains(self._alternation)
+            out = more if out is None else (out | more)
+        return out
+
+
+def _hs_compiles(hyperscan, *patterns: str) -> bool:
+    try:
+        hyperscan.Database().compile(expressions=[p.encode() for p in patterns], ids=list(range(len(patterns))),
+                                     elements=len(patterns), flags=[0] * len(patterns))
+        return True
+    except Exception:
+        return False
+
+
+def _escape(text: str) -> str:
+    import re
+    return re.escape(text)
+
+
+# -- reading ---------------------------------------------------------------------------------
+
+def _read_chunk(stream, size: int) -> bytes:
+    """About `size` bytes (less only at the end): reads until that much came or the stream ended."""
+    parts, got = [], 0
+    while got < size:
+        data = stream.read(size - got)
+        if not data:
+            break
+        parts.append(data)
+        got += len(data)
+    return b"".join(parts)
+
+
+class FastReader:
+    """Reads one SGLang log: `run()` feeds `on_line` the lines the parser must see and tells the
+    parser about the others; False when the input is read line by line instead (`cleaner` is then
+    the one that did it)."""
+
+    def __init__(self, opened: Opened, parser, on_line: Callable, signatures: Callable[[], Signatures] | None,
+                 min_bytes: int = FAST_MIN_BYTES, progress: bool | None = None) -> None:
+        self.opened, self.parser, self.on_line = opened, parser, on_line
+        self._make_signatures = signatures
+        self.signatures: Signatures | None = None
+        self.chars = 0
+        self.min_bytes = min_bytes
+        self.cleaner = Cleaner()
+        self.fast = False
+        self.lines = 0                    # lines read so far
+        self._tail: deque = deque(maxlen=TAIL)
+        self._last_content: tuple | None = None   # (lineno, text, fed) of the last non-blank line
+        self._carry_kind: int | None = None       # kind of the last kept-rank batch line so far
+        self._cut = 0
+        self._progress = _Progress(opened) if (progress if progress is not None else _tty()) else None
+
+    # the line-by-line reader, for everything the fast one does not take
+    def _slow(self, replay: bytes) -> None:
+        opened = self.opened
+        if replay:
+            opened.stream = _Peek(replay, opened.stream)
+        for lineno, text in self.cleaner.run(iter_lines(opened)):
+            self.on_line(lineno, text, None, False)
+
+    def run(self) -> bool:
+        opened = self.opened
+        if opened.encoding not in ("utf-8", "utf-8-sig"):
+            self._slow(b"")
+            return False
+        try:
+            first = _read_chunk(opened.stream, CHUNK)
+        except (OSError, EOFError, ValueError) as exc:
+            opened.notes.append(f"reading stopped early: {_reason(exc)}")
+            return False
+        if len(first) < self.min_bytes or not _polars():
+            self._slow(first)
+            return False
+        body = first[3:] if opened.encoding == "utf-8-sig" and first.startswith(b"\xef\xbb\xbf") else first
+        sample = body[:1 << 20].decode("utf-8", "replace").replace("\r\n", "\n").replace("\r", "\n").split("\n")[:SAMPLE]
+        from .clean import _strip_ansi
+        self.cleaner.learn([_strip_ansi(l) for l in sample])
+        if not self.cleaner.plain:
+            self.cleaner = Cleaner()
+            self._slow(first)
+            return False
+        self.fast = True
+        self.signatures = self._make_signatures() if self._make_signatures else None
+        self._loop(body)
+        return True
+
+    def _loop(self, data: bytes) -> None:
+        opened, carry = self.opened, b""
+        max_lines = opened.limits.max_lines
+        stopped = False
+        while True:
+            if data:
+                data = carry + data
+                cut = data.rfind(b"\n") + 1
+                carry, data = data[cut:], data[:cut]
+            else:  # the end: a last line without a newline
+                data, carry = (carry + b"\n" if carry else b""), b""
+            if data:
+                if b"\r" in data:
+                    data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+                stopped = self._chunk(data, max_lines)
+                if self._progress:
+                    self._progress.update(self.lines)
+            if stopped or (not data and not carry):
+                break
+            try:
+                data = _read_chunk(opened.stream, CHUNK)
+            except (OSError, EOFError, ValueError) as exc:
+                opened.notes.append(f"reading stopped early: {_reason(exc)}")
+                data = b""
+            if not data and not carry:
+                break
+        self._end()
+
+    def _end(self) -> None:
+        parser = self.parser
+        if self._last_content is not None and not self._last_content[2]:
+            lineno, text, _ = self._last_content
+            parser.skip(Gap(last_text=text, last_msg=_msg(text)))
+        parser.last_lines([(n, t) for n, t, accounted in self._tail if accounted])
+        if self._cut:
+            self.opened.notes.append(f"{self._cut} line(s) longer than {MAX_LINE // 1024} KiB were cut to their first "
+                                     f"{MAX_LINE // 1024} KiB")
+        if self._progress:
+            self._progress.done()
+
+    # -- one chunk ------------------------------------------------------------------------
+    def _chunk(self, data: bytes, max_lines: int) -> bool:
+        import polars as pl
+        text = data.decode("utf-8", "replace")
+        self.chars += len(text)
+        lines = pl.Series("l", [text]).str.split("\n").explode()
+        lines = lines.slice(0, len(lines) - 1)          # the chunk ends with a newline
+        start = self.lines + 1                          # the first line's number
+        stopped = False
+        if self.lines + len(lines) > max_lines:
+            lines = lines.slice(0, max(0, max_lines - self.lines))
+            self.opened.notes.append(f"stopped reading at the cap of {max_lines:,} lines (--max-lines); "
+                                     "the diagnosis is on what was read")
+            stopped = True
+        n = len(lines)
+        if not n:
+            return stopped
+        self.lines += n
+        flagged = self.signatures.rows(data, lines) if self.signatures is not None else pl.Series([False] * n)
+        if len(flagged) != n:
+            flagged = flagged.slice(0, n)
+        for at in range(0, n, BLOCK_ROWS):
+            self._block(lines.slice(at, BLOCK_ROWS), flagged.slice(at, BLOCK_ROWS), start + at)
+        return stopped
+
+    def _block(self, lines, flagged, start: int) -> None:
+        import polars as pl
+        df = pl.DataFrame({"l": lines, "sig": flagged}).with_row_index("i")
+        c = pl.col("l")
+        long = c.str.len_bytes() >= MAX_LINE
+        dirty = c.str.contains_any(DIRTY_WORDS) | c.str.contains(EMBEDDED) | long
+        df = df.with_columns(
+            batch=c.str.contains(BATCH), http=c.str.contains(HTTP_OK), blank=c.str.contains(BLANK), dirty=dirty,
+            long=long)
+        rank = self.parser.batch_rank
+        if rank is None:
+            firsts = df.filter(pl.col("batch"))
+            if firsts.height:
+                first_row = firsts["i"][0]
+                # a line before it that the cleaner may turn into a batch line of another rank
+                early = df.filter((pl.col("i") < first_row) & pl.col("dirty")
+                                  & c.str.contains_any(["Decode batch", "Prefill batch"]))
+                if early.height:
+                    self._slow_chunk(df, start)
+                    return
+                rank = (firsts["l"].str.extract(PREFIX, 2)[0] or "").strip()
+        df = df.with_columns(rank=c.str.extract(PREFIX, 2).str.strip_chars(" "), ts=c.str.extract(PREFIX, 1))
+        clean = ~pl.col("dirty") & ~pl.col("sig")
+        mine = pl.col("batch") & (pl.col("rank").fill_null("") == (rank or "")) if rank is not None else pl.lit(False)
+        df = df.with_columns(mine=mine)
+        rows, good = self._rows(df.filter(pl.col("mine") & clean), start)
+        # class: 0 fed to the parser, 1 batch, 2 access line, 3 blank
+        cls = (pl.when(~clean).then(0)
+               .when(pl.col("batch") & (~pl.col("mine") | pl.col("i").is_in(good.implode()))).then(1)
+               .when(pl.col("batch")).then(0)
+               .when(pl.col("http")).then(2)
+               .when(pl.col("blank")).then(3)
+               .otherwise(0))
+        df = df.with_columns(cls=cls)
+        if rows is not None and rows.height:
+            self.parser.batches.add_frame(rows)
+        self._feed(df, start, rank)
+
+    def _rows(self, df, start: int):
+        """The batch statistics of well-formed batch lines of the kept rank: (rows as COLUMNS, their
+        row indexes). Lines whose layout or values the vectorised path cannot read exactly go to the
+        parser instead."""
+        import polars as pl
+        from .parse.batches import COLUMNS
+        if not df.height:
+            return None, pl.Series("i", [], dtype=pl.UInt32)
+        msg = pl.col("l").str.replace(PREFIX, "")
+        df = df.with_columns(msg=msg)
+        parts = df.select("i", "ts", p=pl.col("msg").str.splitn(", ", MAX_PARTS)).unnest("p")
+        names = [c for c in parts.columns if c.startswith("field_")]
+        out, used = [], []
+        todo = parts
+        for _ in range(6):  # a few layouts per chunk (decode, prefill, and variants)
+            if not todo.height:
+                break
+            layout = _layout([todo[name][0] for name in names])
+            if layout is None:
+                break
+            heads, keys = layout
+            match = pl.lit(True)
+            for j, name in enumerate(names):
+                if j < len(heads):
+                    head = heads[j]
+                    if head.endswith(": "):
+                        match = match & pl.col(name).str.starts_with(head)
+                    else:
+                        match = match & (pl.col(name) == head)
+                else:
+                    match = match & pl.col(name).is_null()
+            hit = todo.filter(match)
+            todo = todo.filter(~match)
+            if not hit.height:
+                break
+            values = {}
+            ok = pl.lit(True)
+            for col, wanted in FIELDS.items():
+                j = next((keys[k] for k in wanted if k in keys), None)
+                if j is None:
+                    values[col] = pl.lit(None, dtype=pl.Float64)
+                    continue
+                v = pl.col(names[j]).str.slice(len(heads[j])).str.strip_chars_end(", ")
+                is_bool = v.is_in(["True", "False"])
+                ok = ok & (v.str.contains(NUMBER) | is_bool)
+                values[col] = pl.when(v == "True").then(1.0).when(v == "False").then(0.0).otherwise(
+                    v.cast(pl.Float64, strict=False))
+            kind = 1 if heads[0].startswith("Decode") else 0
+            got = hit.filter(ok).select("i", "ts", *(e.alias(k) for k, e in values.items()), kind=pl.lit(kind, dtype=pl.Int8))
+            if got.height:
+                out.append(got)
+                used.append(got["i"])
+        if not out:
+            return None, pl.Series("i", [], dtype=pl.UInt32)
+        rows = pl.concat(out).sort("i")
+        ts = pl.col("ts")
+        day = ts.str.slice(0, 10).str.to_date("%Y-%m-%d", strict=False).cast(pl.Int64) * 86400
+        sec = (day + ts.str.slice(11, 2).cast(pl.Int64, strict=False) * 3600 + ts.str.slice(14, 2).cast(pl.Int64, strict=False) * 60
+               ).cast(pl.Float64) + ts.str.slice(17).str.replace(",", ".", literal=True).cast(pl.Float64, strict=False).fill_null(0.0)
+        rows = rows.with_columns(line=(pl.col("i").cast(pl.Int64) + start), ts=sec)
+        return rows.select(*COLUMNS), pl.concat(used)
+
+    def _slow_chunk(self, df, start: int) -> None:
+        """This chunk line by line (the cleaner is plain, so only its per-line clean-up applies)."""
+        for i, raw in enumerate(df["l"].to_list()):
+            lineno = start + i
+            self._tail.append((lineno, raw, False))
+            fed = False
+            for n, text in self.cleaner.emit(lineno, raw[:MAX_LINE]):
+                self.on_line(n, text, None, False)
+                fed = True
+            if raw.strip():
+                self._last_content = (lineno, raw, fed)
+            if len(raw) >= MAX_LINE:
+                self._cut += 1
+
+    def _feed(self, df, start: int, rank: str | None) -> None:
+        """Feed the parser this chunk's lines of class 0 and tell it about the others, in order."""
+        import polars as pl
+        parser = self.parser
+        kept = pl.col("cls") == 0
+        # the kind of the last kept-rank batch line before each line (for the parser's events)
+        kinds = pl.when(pl.col("mine") | (pl.col("batch") & kept & (pl.col("rank").fill_null("") == (rank or ""))))\
+            .then(pl.col("l").str.contains("Decode batch", literal=True).cast(pl.Int8)).otherwise(None)
+        df = df.with_columns(seg=kept.cast(pl.UInt32).cum_sum() - kept.cast(pl.UInt32),
+                             kind_before=kinds.forward_fill().shift(1))
+        carry = self._carry_kind
+        fed = df.filter(kept).select("i", "l", "kind_before", "long", "sig", "batch", "http")
+        acc = df.filter(~kept)
+        gaps = {}
+        if acc.height:
+            g = acc.group_by("seg", maintain_order=True).agg(
+                n=pl.len(), content=(pl.col("cls") != 3).sum(), closes=((pl.col("cls") == 1) | (pl.col("cls") == 3)).any(),
+                prefixed=pl.col("ts").is_not_null().sum(), first_ts=pl.col("ts").drop_nulls().first(),
+                last_ts=pl.col("ts").drop_nulls().last(), ranks=pl.col("rank").filter(pl.col("rank") != "").unique(),
+                http=(pl.col("cls") == 2).sum(), http_last=pl.col("i").filter(pl.col("cls") == 2).max(),
+                first=pl.col("i").first(),
+                batch_first=pl.col("i").filter(pl.col("cls") == 1).first(),
+            )
+            recent = acc.filter(pl.int_range(pl.len()).reverse().over("seg") < CONTEXT).select("seg", "i", "l")
+            near: dict[int, list] = {}
+            for s, i, t in recent.iter_rows():
+                near.setdefault(s, []).append((start + i, t))
+            for row in g.iter_rows(named=True):
+                gaps[row["seg"]] = (row, near.get(row["seg"], []))
+        lines = df["l"]
+        first_batch_done = parser.batch_rank is not None
+
+        def gap_of(seg: int) -> Gap | None:
+            nonlocal first_batch_done
+            got = gaps.get(seg)
+            if got is None:
+                return None
+            row, near = got
+            first = row["first"]
+
+            def head(k: int, first=first, count=row["n"]) -> list:  # a gap's lines are consecutive
+                k = min(k, count)
+                return [(start + first + j, t) for j, t in enumerate(lines.slice(first, k).to_list())] if k else []
+
+            fb = None
+            if not first_batch_done and row["batch_first"] is not None:
+                bi = row["batch_first"]
+                t = lines[bi]
+                fb = (start + bi, rank or None, _msg(t))
+                first_batch_done = True
+            return Gap(count=row["n"], content=row["content"], closes=row["closes"], prefixed=row["prefixed"],
+                       first_ts=row["first_ts"], last_ts=row["last_ts"], ranks=tuple(r for r in row["ranks"] if r),
+                       http=row["http"], http_last=None if row["http_last"] is None else start + row["http_last"],
+                       first_batch=fb, _head=head, _recent=near)
+
+        seg = 0
+        for i, raw, kind, is_long, sig, is_batch, is_http in fed.iter_rows():
+            gap = gap_of(seg)
+            if gap is not None:
+                parser.skip(gap)
+            seg += 1
+            lineno = start + i
+            if kind is None:
+                kind = carry if carry is not None else -1
+            if is_long:
+                self._cut += len(raw) >= MAX_LINE
+                raw = raw[:MAX_LINE]
+            if is_batch and not first_batch_done:
+                first_batch_done = True
+            for n, text in self.cleaner.emit(lineno, raw):
+                self.on_line(n, text, kind, bool(sig and (is_batch or is_http)))
+        gap = gap_of(seg)
+        if gap is not None:
+            parser.skip(gap)
+        # what the next chunk needs: the kind of the last kept-rank batch line, the tail, the last content line
+        last_kind = df.select(kinds.drop_nulls().last()).item()
+        if last_kind is not None:
+            self._carry_kind = last_kind
+        n = df.height
+        tail = df.slice(max(0, n - TAIL))
+        self._tail.extend((start + i, t, c != 0) for i, t, c in zip(tail["i"], tail["l"], tail["cls"]))
+        content = df.filter(pl.col("cls") != 3).select("i", "l", "cls").tail(1)
+        if content.height:
+            i, t, c = content.row(0)
+            if c != 0 or t.strip():
+                self._last_content = (start + i, t, c == 0)
+
+
+def _layout(parts: list) -> tuple[list[str], dict[str, int]] | None:
+    """A batch message's layout from one line split at ', ': the text before each value ('#running-req: ')
+    and where each key is (the last part with it, as batch_fields reads it)."""
+    heads, keys = [], {}
+    for j, part in enumerate(parts):
+        if part is None:
+            break
+        key, sep, _ = part.rpartition(": ")
+        if sep:
+            heads.append(key + sep)
+            keys[key.rsplit(". ", 1)[-1]] = j
+        else:
+            heads.append(part)
+    if not heads or not heads[0].startswith(("Decode batch", "Prefill batch")):
+        return None
+    return heads, keys
+
+
+def _msg(text: str) -> str:
+    """The message after a PREFIX-form prefix (as the parser splits it)."""
+    from .parse.sglang import PREFIX as RX
+    m = RX.match(text)
+    return text[m.end():] if m else text
+
+
+def _polars() -> bool:
+    try:
+        import polars  # noqa: F401
+        return True
+    except Exception:
+        return False
+
+
+def _tty() -> bool:
+    try:
+        return sys.stderr is not None and sys.stderr.isatty() and not os.environ.get("DIAG_NO_PROGRESS")
+    except (ValueError, AttributeError):
+        return False
+
+
+class _Progress:
+    """Lines, bytes and an ETA on stderr while a large input is read (a TTY only; after 2 s)."""
+
+    def __init__(self, opened: Opened) -> None:
+        self.opened, self.t0, self.shown, self.last = opened, time.monotonic(), False, 0.0
+
+    def update(self, lines: int) -> None:
+        now = time.monotonic()
+        if now - self.t0 < 2 or now - self.last < 0.5:
+            return
+        self.last = now
+        done = _bytes_read(self.opened)
+        size = self.opened.size if not self.opened.packed else None
+        eta = ""
+        if size and done:
+            rate = done / (now - self.t0)
+            eta = f", {done / size:.0%}, about {max(0, (size - done) / rate):.0f} s left"
+        sys.stderr.write(f"\rdiag: reading {self.opened.name}: {lines:,} lines, {done / 2**20:,.0f} MiB{eta}   ")
+        sys.stderr.flush()
+        self.shown = True
+
+    def done(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r" + " " * 100 + "\r")
+            sys.stderr.flush()
+
+
+def _bytes_read(opened: Opened) -> int:
+    s = opened.stream
+    while s is not None:
+        if hasattr(s, "count") and isinstance(getattr(s, "count"), int):
+            return s.count
+        s = getattr(s, "_rest", None)
+    return 0
+
+
+__all__ = ["FastReader", "Signatures", "Gap", "CHUNK", "FAST_MIN_BYTES"]

@@ -1,0 +1,125 @@
+"""The fast reader (diag/scan.py) against the line-by-line reader: the same report for every log.
+
+Every log under tests/data goes through both readers (the fast one forced with
+fast_min_bytes=0, which it otherwise takes only for inputs of several MiB) and the report JSON
+must be identical, generated_at aside. Then the contract's edges on made-up logs: batch and
+access lines around events (their evidence windows show the real neighbouring lines), a
+failure signature inside a batch line, caps, CRLF, a last line without a newline, long lines.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from diag import jsonout
+from diag.analyze import Options, analyze, analyze_with_facts
+
+DATA = Path(__file__).parent / "data"
+LOGS = sorted(p for p in DATA.rglob("*") if p.is_file() and p.suffix in (".log", ".txt", ".gz", ".xz", ".bz2")
+              and "smi" not in p.parts)
+
+
+def report(path, fast: bool, **kw) -> dict:
+    opts = Options(fast_min_bytes=0 if fast else 1 << 62, **kw)
+    try:
+        out = json.loads(jsonout.dumps(analyze([str(path)], options=opts).to_json()))
+    except Exception as exc:  # an input error must be the same error
+        return {"error": f"{type(exc).__name__}: {exc}"}
+    out.pop("generated_at", None)
+    return out
+
+
+@pytest.mark.parametrize("path", LOGS, ids=lambda p: str(p.relative_to(DATA)))
+def test_same_report_through_both_readers(path):
+    assert report(path, fast=True) == report(path, fast=False)
+
+
+SERVING = [
+    "[2026-05-14 09:12:11 TP0] Load weight begin. avail mem=78.31 GB",
+    "[2026-05-14 09:13:20] The server is fired up and ready to roll!",
+]
+
+
+def _serving_log(n: int, tail: list[str]) -> str:
+    out = list(SERVING)
+    for i in range(n):
+        s = f"{i % 60:02d}"
+        if i % 3 == 0:
+            out.append(f'[2026-05-14 10:{i // 60 % 60:02d}:{s}] INFO:     10.0.0.1:5000 - "POST /generate HTTP/1.1" 200 OK')
+        elif i % 3 == 1:
+            out.append(f"[2026-05-14 10:{i // 60 % 60:02d}:{s} TP0] Decode batch, #running-req: {i % 7}, #token: {i}, "
+                       f"token usage: 0.{i % 10}0, cuda graph: True, gen throughput (token/s): {i}.5, #queue-req: {i % 3}")
+        else:
+            out.append("")
+    return "\n".join(out + tail) + "\n"
+
+
+OOM_TAIL = [
+    "[2026-05-15 11:00:00 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+    '  File "/sglang/srt/managers/scheduler.py", line 2790, in run_scheduler_process',
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.91 GiB. GPU 0 has a total capacity of 79.19 GiB "
+    "of which 2.60 GiB is free.",
+    "[2026-05-15 11:00:01 TP0] Decode batch, #running-req: 3, #token: 9, token usage: 0.99, cuda graph: True, "
+    "gen throughput (token/s): 1.0, #queue-req: 0",
+    "[2026-05-15 11:00:01] Received sigquit from a child process. It usually means the child failed.",
+]
+
+
+@pytest.mark.parametrize("variant", ["lf", "crlf", "no-final-newline", "gz"])
+def test_serving_log_variants(tmp_path, variant):
+    text = _serving_log(3000, OOM_TAIL)
+    path = tmp_path / "server.log"
+    if variant == "crlf":
+        text = text.replace("\n", "\r\n")
+    if variant == "no-final-newline":
+        text = text.rstrip("\n")
+    data = text.encode()
+    if variant == "gz":
+        path = tmp_path / "server.log.gz"
+        data = gzip.compress(data)
+    path.write_bytes(data)
+    fast, slow = report(path, fast=True), report(path, fast=False)
+    assert fast == slow
+    assert fast["findings"], "the OOM is found"
+    lines = {c["line"]: c["text"] for f in fast["findings"] for e in f["evidence"] for c in e["context"]}
+    assert any("Decode batch" in t for t in lines.values()), "evidence windows show the batch lines around events"
+
+
+def test_caps_and_events_between_batches(tmp_path):
+    body = _serving_log(2000, [])
+    lines = body.splitlines()
+    lines.insert(900, "[2026-05-14 10:05:00 TP0] KV cache pool is full. Retract requests. #retracted_reqs: 2")
+    lines.insert(1500, "Killed")
+    path = tmp_path / "x.log"
+    path.write_text("\n".join(lines) + "\n")
+    from diag.read import Limits
+    for cap in (1000, 1600, 10**6):
+        assert report(path, True, limits=Limits(max_lines=cap)) == report(path, False, limits=Limits(max_lines=cap))
+
+
+def test_a_signature_inside_a_batch_line_reaches_the_rules(tmp_path):
+    """A batch line that carries a failure signature is fed (the line-by-line reader's rules skip
+    batch lines; the fast reader feeds and matches it)."""
+    lines = _serving_log(1200, []).splitlines()
+    lines.append("[2026-05-14 11:00:00 TP0] Decode batch, #running-req: 1, #token: 2, token usage: 0.10, cuda graph: True, "
+                 "gen throughput (token/s): 1.0, #queue-req: 0 RuntimeError: NCCL error: unhandled system error")
+    path = tmp_path / "x.log"
+    path.write_text("\n".join(lines) + "\n")
+    rep = report(path, fast=True)
+    assert any(f["rule"] == "SGL-ENV-006" for f in rep["findings"])
+    _, facts = analyze_with_facts([str(path)], options=Options(fast_min_bytes=0))
+    assert len(facts.batches[0]) == 1200 // 3 + 1
+
+
+def test_batch_statistics_the_same_rows(tmp_path):
+    path = tmp_path / "x.log"
+    path.write_text(_serving_log(4000, OOM_TAIL))
+    _, fast = analyze_with_facts([str(path)], options=Options(fast_min_bytes=0))
+    _, slow = analyze_with_facts([str(path)], options=Options(fast_min_bytes=1 << 62))
+    a, b = fast.batches[0], slow.batches[0]
+    assert len(a) == len(b) > 1000
+    for name in ("kind", "line", "running", "queue", "usage", "tokens", "throughput"):
+        assert [x if x == x else None for x in a.rows[name]] == [x if x == x else None for x in b.rows[name]], name
