@@ -677,6 +677,11 @@ def write_catalog(path: Path, releases: dict, msgs: list[dict], meta: dict,
             bad = set(r["fields"]) - names
             if bad:
                 sys.exit(f"data/reviewed: family {fid} renames unknown fields {sorted(bad)}")
+            for old, new in r["fields"].items():
+                name, _, typ = str(new).partition(":")
+                if not name.isidentifier() or (typ and typ not in T.TYPES):
+                    sys.exit(f"data/reviewed: family {fid}: rename {old} = {new!r} is not 'name' or 'name:type' "
+                             f"(types: {', '.join(T.TYPES)})")
         db.execute("INSERT INTO reviews VALUES (?,?,?,?,?,?,?,?)", (
             family_number(fid), fid, r.get("name"), r.get("category"), r.get("event"), r.get("meaning"),
             r.get("action"), json.dumps(r["fields"], sort_keys=True) if r.get("fields") else None))

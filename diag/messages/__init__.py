@@ -113,10 +113,16 @@ def _prefix_cuts(template: str, text: str, limit: int = 4):
             return
 
 
-def _convert(value: str | None, typ: str):
+def _convert(value: str | None, typ: str, leading: bool = False):
+    """A field's text as its type. With `leading` (a type a review gave to an untyped field), a
+    number is read from the start of the text: an untyped field that ends its template takes the
+    rest of the line ('2048 self.tree_cache.evictable_size()=0' when a message's lines were joined)."""
     if value is None:
         return None
     from ..numbers import to_bytes, to_float, to_int
+    if leading and typ in ("int", "hex", "float", "num"):
+        head = value.strip().split(None, 1)
+        value = head[0].rstrip(".,;:)") if head else ""
     if typ in ("int", "hex"):
         return to_int(value)
     if typ in ("float", "num"):
@@ -431,7 +437,8 @@ class Catalog:
         for g, v in gd.items():
             if v:
                 captured += _nonspace(v)
-            fields[e.renames.get(g, g)] = _convert(v, types.get(g, "str"))
+            name, _, typed = e.renames.get(g, g).partition(":")
+            fields[name] = _convert(v, typed or types.get(g, "str"), leading=bool(typed))
         span = m.span()
         return Match(id=e.id, family=e.family, name=e.name, template=e.template, fields=fields,
                      category=e.category, event=e.event, component=e.component,
@@ -492,7 +499,10 @@ class Catalog:
                 return None
             score = _nonspace(m.group(0)) - sum(_nonspace(v) for v in m.groupdict().values() if v)
             types = dict(e.fields)
-            fields = {e.renames.get(g, g): _convert(v, types.get(g, "str")) for g, v in m.groupdict().items()}
+            fields = {}
+            for g, v in m.groupdict().items():
+                name, _, typed = e.renames.get(g, g).partition(":")
+                fields[name] = _convert(v, typed or types.get(g, "str"), leading=bool(typed))
             return Match(id=e.id, family=e.family, name=e.name, template=e.template, fields=fields,
                          category=e.category, event=e.event, component=e.component, module=e.module,
                          function=e.function, kind=e.kind, level=e.level, versions=e.versions,
