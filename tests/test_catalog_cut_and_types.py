@@ -1,7 +1,15 @@
-"""The catalog's typed field renames (a review's 'name:type')."""
+"""The catalog's typed field renames (a review's 'name:type') and the families the runtime rules
+name."""
 from __future__ import annotations
 
-from diag.messages import _convert
+import pytest
+
+from diag.messages import Catalog, _convert
+
+
+@pytest.fixture(scope="module")
+def cat() -> Catalog:
+    return Catalog.open()
 
 
 def test_a_typed_rename_reads_the_number_at_the_start_of_the_text():
@@ -10,3 +18,30 @@ def test_a_typed_rename_reads_the_number_at_the_start_of_the_text():
     assert _convert("0.9.", "float", leading=True) == 0.9
     assert _convert("abc", "int", leading=True) is None
     assert _convert("2048 more", "int") is None          # an extracted typed field is read whole
+
+
+def test_a_typed_rename_reads_the_number_at_the_start_of_an_untyped_field(cat):
+    # the allocator's message over several lines, joined: the last untyped field took the rest
+    m = cat.match("Decode out of memory. Try to lower your batch size. Try to allocate 148 tokens. "
+                  "Avaliable tokens: 2048 self.token_to_kv_pool_allocator.available_size()=2048 "
+                  "self.tree_cache.evictable_size()=0")
+    assert m.fields["needed"] == 148 and m.fields["free"] == 2048
+    m = cat.match("max_total_tokens=131072 is larger than the profiled value -561981. Use the profiled value instead.")
+    assert m.name == "kv.max_total_tokens_clamped" and m.fields == {"requested": 131072, "profiled": -561981}
+    m = cat.match("self.cur_batch.batch_size()=26,  self.cur_batch.reqs=[Req(rid=d4424f3eb90345f0a8630689")
+    assert m.name == "scheduler.watchdog_batch" and m.fields["batch_size"] == 26
+
+
+def test_a_typed_rename_of_text_that_is_no_number_is_unknown(cat):
+    m = cat.match("No space left for only one request, self.token_to_kv_pool_allocator.available_size()=abc")
+    assert m.name == "kv.retract.no_space" and m.fields["free"] is None
+
+
+def test_the_allocators_out_of_memory_is_not_a_device_oom(cat):
+    for line in ("Prefill out of memory. Try to lower your batch size.",
+                 "RuntimeError: Decode out of memory. Try to lower your batch size.",
+                 "AssertionError: No space left for only one request, self.token_to_kv_pool_allocator.available_size()=0",
+                 "alloc_req_slots runs out of memory. Please set a smaller number for `--max-running-requests`. "
+                 "req_to_token_pool.available_size()=0, num_reqs=4, "):
+        m = cat.match(line)
+        assert m is not None and m.event == "pool_exhausted", line
