@@ -32,6 +32,8 @@ FAULT_FRAME = rx.compile(r'^\s*File "([^"]+)", line (\d+) in (\S+)')       # fau
 FAULT_THREAD = rx.compile(r"^(Current thread|Thread) 0x[0-9a-fA-F]+ (?:\[[^\]]*\] )?\(most recent call first\):")
 IDENT_LINE = rx.compile(r"^[A-Za-z_][\w.]*$")
 PYSPY_FRAME = rx.compile(r"^\s+(\w+) \(([^():]+\.py):(\d+)\)\s*$")
+# py-spy's thread header: 'Thread 309 (active): "MainThread"' (the state is idle, active or gil)
+PYSPY_THREAD = rx.compile(r'^Thread (\w+) \((\w+)[^)]*\)(?::\s*"([^"]*)")?')
 EXC_LINE = rx.compile(
     r"^((?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Fault|Failure|Warning)|Exception|AssertionError|KeyboardInterrupt|StopIteration))"
     r"(?::\s?(.*))?$")
@@ -469,8 +471,14 @@ class LogParser:
         if self._pyspy is not None:
             if PYSPY_FRAME.match(msg) or stripped.startswith(("Thread ", "Process ", "Python v")) or not stripped:
                 f = PYSPY_FRAME.match(msg)
+                d = self._pyspy.data
                 if f:
-                    self._pyspy.data["frames"].append(Frame(f[2], to_int(f[3]), f[1]))
+                    fr = Frame(f[2], to_int(f[3]), f[1])
+                    d["frames"].append(fr)
+                    if d.get("threads"):
+                        d["threads"][-1]["frames"].append(fr)
+                elif (t := PYSPY_THREAD.match(stripped)):
+                    d.setdefault("threads", []).append({"id": t[1], "state": t[2], "name": t[3] or "", "frames": []})
                 self._pyspy.end_line = lineno
                 return "event"
             self._pyspy = None
@@ -488,7 +496,9 @@ class LogParser:
                 ev.msg = m
                 self._oom_from(ev)        # an OOM in a wording the parser's own words do not cover
                 return "event"
-            if not new and m.event not in QUIET_EVENTS:
+            if not new and (m.event not in QUIET_EVENTS or (m.event == "milestone" and m.component != "sglang")):
+                # SGLang's own start-up steps are the parser's milestones; another component's
+                # (a JIT build starting, NCCL connected) is an event of its own
                 self._event("message", lineno, text, ts, rank, message=stripped).msg = m
                 return "event"
         return cls
@@ -741,7 +751,8 @@ class LogParser:
             return
         self._exc = None
         if "\n" in (ev.data.get("message") or ""):   # a message over several lines: match it as one sentence
-            joined = " ".join(part.strip() for part in ev.data["message"].splitlines() if part.strip())
+            parts = [part.strip() for part in ev.data["message"].splitlines() if part.strip()]
+            joined = " ".join(parts)
             better = self._match(joined)
             # a message that is one of the nested lines stays that line's, not the exception's
             if better is not None and better.id not in (ev.data.get("nested") or ()) and \
