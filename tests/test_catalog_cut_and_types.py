@@ -45,3 +45,9 @@ def test_the_allocators_out_of_memory_is_not_a_device_oom(cat):
                  "req_to_token_pool.available_size()=0, num_reqs=4, "):
         m = cat.match(line)
         assert m is not None and m.event == "pool_exhausted", line
+
+
+def test_a_wildcard_name_with_underscores_is_known():
+    from diag.messages import known_name
+    assert known_name("launcher.init_failed.*") and known_name("kv.alloc.*")
+    assert not known_name("launcher.init_failedx.*") and not known_name("nope_x.*")

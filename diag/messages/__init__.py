@@ -637,7 +637,8 @@ def known_name(name: str) -> bool:
     db = cat.db
     if name.endswith(".*"):
         prefix = name[:-1]
-        if db.execute("SELECT 1 FROM reviews WHERE name LIKE ? LIMIT 1", (prefix.replace("_", "\\_") + "%",)).fetchone():
+        like = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        if db.execute("SELECT 1 FROM reviews WHERE name LIKE ? ESCAPE '\\' LIMIT 1", (like,)).fetchone():
             return True
         comp = name[:-2]
         return any(cat.releases(comp)) or bool(db.execute(
