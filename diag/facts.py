@@ -129,6 +129,7 @@ def build(parsers: list[LogParser], smi_snapshots: list, explicit_versions: list
     _environment(f)
     _model(f, model_config)
     _readings(f)
+    _message_readings(f)
     _failures(f)
     _state(f, parsers)
     _values(f, [p.last_line_text for p in parsers if p.content_lines])
@@ -340,10 +341,8 @@ def _model_spec(knowledge, f: Facts, model_config: str | None):
 def _readings(f: Facts) -> None:
     """The memory figures SGLang printed, from the first rank that printed them (TP0 when present)."""
     ms = f.milestones
-    if not ms:
-        return
     ranks = [m.rank for m in ms]
-    pick = "TP0" if "TP0" in ranks else next((r for r in ranks if r and r.endswith("TP0")), ranks[0])
+    pick = "TP0" if "TP0" in ranks else next((r for r in ranks if r and r.endswith("TP0")), ranks[0] if ranks else None)
     mine = [m for m in ms if m.rank == pick] or ms
     r: dict = {}
 
@@ -388,6 +387,33 @@ def _readings(f: Facts) -> None:
             if key in cap.data:
                 r[name] = cap.data[key]
     f.readings = r
+
+
+# memory figures SGLang's own messages print: (catalog name, field) -> reading
+MESSAGE_READINGS = {
+    ("kv.not_enough_memory", "mem_fraction_static"): "mem_fraction_static",
+    ("kv.no_memory_after_weights", "mem_fraction_static"): "mem_fraction_static",
+    ("kv.no_memory_after_weights", "suggested"): "suggested_fraction",
+    ("kv.no_memory_after_weights", "minimum"): "min_viable_fraction",
+    ("mamba.state_cache_no_memory", "total_rest_memory"): "mamba_total_rest_gib",
+    ("mamba.state_cache_no_memory", "mamba_cache_per_req"): "mamba_per_req_mib",
+    ("mamba.state_cache_no_memory", "stage_per_req"): "mamba_per_req_mib",
+}
+
+
+def _message_readings(f: Facts) -> None:
+    """The memory figures of SGLang's refusals (the fraction in use, the minimum viable one, the
+    Mamba budget), from the matched messages' fields; the first of each wins."""
+    from .numbers import to_float
+    for e in f.events:
+        m = e.msg
+        if m is None or not m.name:
+            continue
+        for key, value in (m.fields or {}).items():
+            name = MESSAGE_READINGS.get((m.name, key))
+            number = to_float(value) if name else None
+            if number is not None:
+                f.readings.setdefault(name, number)
 
 
 def _failures(f: Facts) -> None:
