@@ -51,7 +51,7 @@ class Explainer:
         return any(fnmatch.fnmatchcase(name, p) for p in self.provides)
 
 
-MODULES = ("memory", "flags", "env")        # one explainer per module of this package, by name
+MODULES = ("memory", "flags", "env", "runtime")        # one explainer per module of this package, by name
 
 
 def _registry() -> dict[str, Explainer]:

@@ -20,12 +20,14 @@ PROVIDES = (
     "mamba_slots", "mamba_slot_mib", "mamba_slots_per_request", "mamba_strategy", "scratch_gib", "graph_gib", "act_gib",
     "draft_tokens", "context_len", "max_running_requests", "has_options", "has.*",
     "fallback.*", "oom_missing_gib", "table.*", "mamba_request_cap", "mamba_cap_basis", "mamba_rebalance.*", "low_fraction",
+    "sized", "alloc.*", "retract.*", "pool_short.*", "mamba_check",
 )
 OPTIONS = ("tp", "checkpoint_fp8", "checkpoint_nvfp4", "checkpoint_int4", "online_fp8", "language_only",
            "raise_fraction", "context_length", "fp8_kv", "lower_fraction", "graph_bs", "disable_graph",
            "prefill_chunk", "cap_requests_context", "cap_requests_mamba", "mamba_cache_size", "mamba_bf16",
            "mamba_no_buffer", "fewer_draft_tokens", "no_speculative")
 LOW_FRACTION = 0.5            # a fraction this low was set by a person or a wrapper, not by SGLang
+FAR_BELOW_CONTEXT = 4096      # a request limit below this is below any current model's context
 
 
 def _int(v):
@@ -151,10 +153,19 @@ def explain(ctx: ExplainContext, goal: str | None = None, failure: bool = True) 
     v["has_options"] = bool(out.options)
     v["has"] = {k: any(o.kind == k for o in out.options) for k in OPTIONS}
     v["fallback"] = _fallbacks(facts, b, mfs)
-    if goal == "mamba" or phase == "mamba":
+    v["sized"] = b is not None and bool(b.pre_load_free_gib) and b.weights_gib is not None
+    v["alloc"] = _alloc(facts, ctx.hits, v["fallback"])
+    v["retract"] = _retract(facts, ctx.hits, out)
+    v["pool_short"] = _pool_short(facts, ctx.hits)
+    mamba_hit = next((h for h in ctx.hits if getattr(h.msg, "category", None) == "oom.mamba_state"), None)
+    if mamba_hit is not None:
+        v["mamba_check"] = "runtime" if mamba_hit.msg.event == "pool_exhausted" else "startup"
+    if goal == "mamba" or phase == "mamba" or mamba_hit is not None:
         cap, basis_ = _mamba_request_cap(facts, ctx.hits)
         v["mamba_request_cap"], v["mamba_cap_basis"] = cap, basis_
         v["mamba_rebalance"] = _mamba_rebalance(facts, ctx.hits)
+        if v["mamba_rebalance"]:
+            out.evidence.append((0, v["mamba_rebalance"]["line"], "context"))
     if facts.ooms and facts.ooms[0].basis == "milestones":
         ms = [m for m in facts.milestones if m.line <= facts.ooms[0].event.line][-2:]
         out.evidence.extend((m.input, m.line, "context") for m in ms)
@@ -231,16 +242,17 @@ def _fallbacks(facts, b, mfs: float | None) -> dict:
         if low < base - 0.005:
             out["lower_fraction"] = f"{low:.2f}"
         high = 0.85 if base < 0.6 else round(min(0.95, base + 0.05), 2)
-        if high > base + 0.005:
+        if high >= base + M.options.MFS_MIN_STEP - 1e-9:      # never a tweak below 0.01
             out["raise_fraction"] = f"{high:.2f}"
-    tp = _int(facts.flag("--tp-size")) or 1
+    tp = _int(facts.flag("--tp-size", "--tensor-parallel-size")) or _ranks_tp(facts) or 1
     out["tp"] = tp * 2
     chunk = _int(facts.flag("--chunked-prefill-size"))
     if b is not None and not chunk:
         chunk = b.chunked_prefill_size
     if chunk and chunk > 512:
         out["chunk"] = max(512, chunk // 2)
-    running = _int(facts.flag("--max-running-requests")) or _int(facts.readings.get("max_running_requests"))
+    running = _int(facts.flag("--max-running-requests")) or _int(facts.readings.get("max_running_requests")) \
+        or _busiest(facts)
     if running and running > 1:
         out["requests"] = max(1, running // 2)
     bs = _int(facts.flag("--cuda-graph-max-bs")) or (b.cuda_graph_max_bs if b is not None else None)
@@ -278,6 +290,93 @@ def _request_table(facts, b) -> dict | None:
             "table_gib": d["tried_gib"], "cap_table_gib": slots * (cap + 4) * 4 / 2**30}
 
 
+def _ranks_tp(facts) -> int | None:
+    """The tensor-parallel size the rank prefixes prove (TP0 … TP7: at least 8)."""
+    most = -1
+    for e in facts.events:
+        for part in (e.rank or "").split():
+            if part.startswith("TP") and part[2:].isdigit():
+                most = max(most, int(part[2:]))
+    return most + 1 if most > 0 else None
+
+
+# SGLang's own allocators (catalog event pool_exhausted): which batch, what it needed, what was free
+def _alloc(facts, hits, fallback: dict) -> dict | None:
+    ev = next((h for h in hits if getattr(h.msg, "event", None) == "pool_exhausted"
+               and h.msg.category != "oom.mamba_state"), None)
+    if ev is None:
+        return None
+    f = ev.msg.fields or {}
+    needed, free, evictable = _int(f.get("needed")), _int(f.get("free")), _int(f.get("evictable"))
+    kind = {"oom.runtime_decode": "decode", "oom.runtime_prefill": "prefill"}.get(ev.msg.category)
+    basis = "message"
+    if kind is None:
+        phase = facts.failure_phase.phase if facts.failure_phase else None
+        kind, basis = (phase, "frames") if phase in ("prefill", "decode") else ("prefill", "none")
+    page = _int(facts.flag("--page-size"))
+    # enough free tokens, yet it failed: the allocator hands out whole pages, one per request at least
+    page_gap = needed is not None and free is not None and free >= needed and (page is None or page > 1)
+    out = {"kind": kind, "basis": basis, "needed": needed, "free": free, "evictable": evictable, "page_size": page,
+           "page_gap": page_gap, "line": ev.line}
+    if page_gap:
+        out["page_fix"] = 1 if page is None or page <= 16 else page // 4
+    # a decode step allocates one token per running request: 'needed' is the batch's size
+    if kind == "decode" and needed and needed > 1:
+        out["requests_fix"] = max(1, needed // 2)
+    elif fallback.get("requests"):
+        out["requests_fix"] = fallback["requests"]
+    return out
+
+
+def _retract(facts, hits, out) -> dict | None:
+    """Retraction (the KV pool full while decoding): runaway generations (a few requests holding
+    tens of thousands of tokens each) or a pool too small for what was admitted."""
+    if not any(h.kind == "retract" or getattr(h.msg, "event", None) == "retract" for h in hits):
+        return None
+    b = next((s for s in facts.batches if any(k == 1 for k in s.kind)), None)
+    if b is None:
+        return {"known": False}
+    idx = [i for i in range(len(b)) if b.kind[i] == 1]
+    last = idx[-1]
+    running, tokens, usage = b.running[last], b.tokens[last], b.usage[last]
+    r = {"known": True, "usage": usage if usage == usage else None, "line": b.line[last]}
+    for i in idx[-3:]:
+        out.evidence.append((0, b.line[i], "context"))
+    if running == running and tokens == tokens and running > 0:
+        per = tokens / running
+        r.update(running=int(running), tokens=int(tokens), per_request=int(per),
+                 runaway=running <= 4 and per >= 32768)
+        if not r["runaway"] and running > 1:
+            r["requests"] = max(1, int(running) // 2)
+    return r
+
+
+def _pool_short(facts, hits) -> dict | None:
+    """A request limit (or a pool) far below any model's context: the KV pool is what bounds it, not
+    --context-length. SGLang caps a request's input at min(context_len - 1, pool tokens - 1) - 5."""
+    limit = None
+    for h in hits:
+        f = getattr(h.msg, "fields", None) or {}
+        if h.msg is not None and h.msg.name == "request.input_too_long":
+            limit = _int(f.get("max_input_tokens"))
+            break
+    pool = _int(facts.readings.get("max_total_num_tokens"))
+    context = _int(facts.readings.get("context_len"))
+    if limit is None and pool is None:
+        return None
+    small = limit if limit is not None else pool
+    pool_bound = (pool is not None and limit is not None and limit >= pool - 16) or \
+        (context is not None and context > 2 * small) or (limit is None and context is not None and pool < context)
+    far = small is not None and small < FAR_BELOW_CONTEXT and pool_bound
+    return {"limit": limit, "pool": pool, "context": context, "far_below": far}
+
+
+def _busiest(facts) -> int | None:
+    """The most requests the batch lines show running at once (what the log proves was admitted)."""
+    most = max((x for s in facts.batches for x in s.running if x == x), default=0)
+    return int(most) or None
+
+
 def _batch0(facts):
     return next((s for s in facts.batches if len(s)), None)
 
@@ -294,7 +393,8 @@ def _hit_field(hits, *names):
 def _mamba_request_cap(facts, hits) -> tuple[int | None, str | None]:
     """Running requests the Mamba pool can serve: its slots over the slots each request holds, with
     a quarter left for states the radix cache keeps for cached prefixes."""
-    slots = _int(_hit_field(hits, "mamba_pool_size", "max_mamba_cache_size")) or _int(facts.readings.get("mamba_cache_size"))
+    slots = _int(_hit_field(hits, "pool_size", "slots", "mamba_pool_size", "max_mamba_cache_size")) or \
+        _int(facts.readings.get("mamba_cache_size")) or _int(facts.flag("--max-mamba-cache-size"))
     b = _batch0(facts)
     strategy = str(facts.flag("--mamba-scheduler-strategy", "--mamba-radix-cache-strategy") or "")
     ratio, basis = (5 if "extra_buffer" in strategy else 3), "strategy"
@@ -326,7 +426,7 @@ def _mamba_rebalance(facts, hits) -> dict | None:
     kv_share = 1 / (1 + r0) * max(kv / 0.8, 0.05)       # keep 20% spare in the KV pool
     r1 = round((1 - kv_share) / kv_share, 1)
     gain = (1 - kv_share) / (r0 / (1 + r0))
-    size = _int(_hit_field(hits, "mamba_pool_size"))
+    size = _int(_hit_field(hits, "pool_size", "mamba_pool_size"))
     return {"ratio": r1, "was": r0, "kv_usage": kv, "mamba_usage": mamba, "kv_share": kv_share,
             "kv_keeps": kv_share * (1 + r0), "gain": gain, "slots": size, "slots_after": int(size * gain) if size else None,
             "line": last["line"]}
