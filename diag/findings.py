@@ -91,6 +91,8 @@ def _was(facts, name: str, fix: Fix) -> str | None:
     if fix.was is not None:
         return fix.was
     current = facts.flags.get(name)
+    if current is None and facts.catalog is not None:      # the command may spell it another way (an alias)
+        current = next((facts.flags[n] for n in facts.catalog.other_spellings(name) if n in facts.flags), None)
     if current is None and name == "--mem-fraction-static" and facts.readings.get("mem_fraction_static") is not None:
         current = facts.readings["mem_fraction_static"]
     if current is None:
