@@ -231,7 +231,7 @@ def _raise_fraction(dep: Deployment, b: Budget) -> Option | None:
     still leaves CUDA graphs and prefill activations their room; when even that is too little, the
     same with smaller prefill chunks (the two changes then go together)."""
     cur = b.mem_fraction_static or 0
-    if not b.pre_load_free_gib or not cur:
+    if not b.pre_load_free_gib or not 0 < cur < 1:         # a value outside (0, 1) is no fraction to raise
         return None
     chunk = b.chunked_prefill_size or 0
     chunks = [None] + [chunk >> k for k in range(1, 4) if chunk >> k >= 2048]
