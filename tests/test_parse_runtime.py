@@ -51,6 +51,9 @@ For debugging consider passing CUDA_LAUNCH_BLOCKING=1
 ''')
     ex = next(e for e in p.events if e.kind == "exception")
     assert ex.msg.id == "cuda.illegal_address"
+    # the hint is an event of its own, on its own line
+    hint = [e for e in p.events if e.msg is not None and e.msg.id == "torch.async_report_hint"]
+    assert [e.line for e in hint] == [2]
 
 
 def test_a_message_wrapped_over_lines_is_matched_as_one():
