@@ -3,7 +3,8 @@
 Values only (names, numbers, lines, booleans); the rule files say what they mean.
 
     exc.*       the first exception with a type: type, message (its first line), line, rank
-    frame.*     the innermost SGLang frame of its traceback: module, function, file, line
+    frame.*     the innermost SGLang frame of its traceback past generic helpers (phase.where):
+                module, function, line, subsystem, library (the first library frame below it)
     raised.*    the catalog message of the exception when SGLang raises it: name, module, function
                 (where the newest release raises it), versions (first–last release that prints it), meaning
     library.*   the catalog message of the exception when another component prints it: name, component,
@@ -151,9 +152,11 @@ def _exception_values(facts, v: dict, out: Values, quote: bool) -> None:
     v["exc"] = {"type": ex.data.get("type"), "message": lines[0][:MAX_MESSAGE] if lines else None, "line": ex.line,
                 "rank": ex.rank, "cut": not ex.data.get("type")}
     frames = ex.data.get("frames") or []
-    sg = [f for f in frames if is_sglang_frame(f)]
-    if sg:
-        v["frame"] = _frame_values(sg[-1])
+    from .. import phase as P
+    w = P.where(frames)                 # the innermost SGLang frame past generic helpers, the library below it
+    if w.function:
+        v["frame"] = {"module": w.module, "function": w.function, "line": w.line, "subsystem": w.subsystem,
+                      "library": w.library}
     m = ex.msg
     if m is not None:
         cat = _catalog()
