@@ -44,7 +44,7 @@ def test_the_allocators_out_of_memory_is_not_a_device_oom(cat):
                  "alloc_req_slots runs out of memory. Please set a smaller number for `--max-running-requests`. "
                  "req_to_token_pool.available_size()=0, num_reqs=4, "):
         m = cat.match(line)
-        assert m is not None and m.event == "pool_exhausted", line
+        assert m is not None and m.event == "capacity", line
 
 
 def test_a_wildcard_name_with_underscores_is_known():

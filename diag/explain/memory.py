@@ -159,7 +159,7 @@ def explain(ctx: ExplainContext, goal: str | None = None, failure: bool = True) 
     v["pool_short"] = _pool_short(facts, ctx.hits)
     mamba_hit = next((h for h in ctx.hits if getattr(h.msg, "category", None) == "oom.mamba_state"), None)
     if mamba_hit is not None:
-        v["mamba_check"] = "runtime" if mamba_hit.msg.event == "pool_exhausted" else "startup"
+        v["mamba_check"] = "runtime" if mamba_hit.msg.event == "capacity" else "startup"
     if goal == "mamba" or phase == "mamba" or mamba_hit is not None:
         cap, basis_ = _mamba_request_cap(facts, ctx.hits)
         v["mamba_request_cap"], v["mamba_cap_basis"] = cap, basis_
@@ -300,9 +300,9 @@ def _ranks_tp(facts) -> int | None:
     return most + 1 if most > 0 else None
 
 
-# SGLang's own allocators (catalog event pool_exhausted): which batch, what it needed, what was free
+# SGLang's own allocators (a catalog capacity event that stopped a batch): which batch, what it needed, what was free
 def _alloc(facts, hits, fallback: dict) -> dict | None:
-    ev = next((h for h in hits if getattr(h.msg, "event", None) == "pool_exhausted"
+    ev = next((h for h in hits if getattr(h.msg, "event", None) == "capacity"
                and h.msg.category != "oom.mamba_state"), None)
     if ev is None:
         return None
