@@ -411,7 +411,7 @@ def _message_readings(f: Facts) -> None:
             continue
         for key, value in (m.fields or {}).items():
             name = MESSAGE_READINGS.get((m.name, key))
-            number = to_float(value) if name else None
+            number = to_float(str(value).strip().rstrip(".,;:)")) if name and value is not None else None
             if number is not None:
                 f.readings.setdefault(name, number)
 

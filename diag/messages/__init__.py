@@ -109,7 +109,15 @@ def _prefix_cuts(template: str, text: str, limit: int = 4):
     for word in reversed(_template.TOKEN.findall(text[-400:])):
         spots = [m.end() for m in re.finditer(re.escape(word), lit)]
         if spots:
-            yield from [c for c in reversed(spots) if 0 < c < end][:limit]
+            for c in [c for c in reversed(spots) if 0 < c < end][:limit]:
+                # the value right after the word ('--mem-fraction-static={mfs}.' cut after '0.9.'): the cut
+                # that takes the placeholder too comes first, so its field is read
+                brace = first.find("{", c, c + 3)
+                if brace >= 0 and first[brace:brace + 2] != "{{" and not first[c:brace].strip(" =:"):
+                    close = first.find("}", brace)
+                    if 0 < close < end:
+                        yield close + 1
+                yield c
             return
 
 
