@@ -765,14 +765,6 @@ class LogParser:
             if better is not None and better.id not in (ev.data.get("nested") or ()) and \
                     (ev.msg is None or better.score > ev.msg.score):
                 ev.msg = better
-            elif later:
-                # the later line's message is an event of its own (rules may name either message)
-                k, start = 0, 0
-                while k + 1 < len(parts) and start + len(parts[k]) + 1 <= better.span[0]:
-                    start += len(parts[k]) + 1
-                    k += 1
-                extra = self._event("message", ev.line + k, parts[k], ev.ts, ev.rank, message=joined[better.span[0]:])
-                extra.msg = better
         oom = ev.data.get("oom_event")
         if oom is not None:  # numbers may have arrived on continuation lines
             nums = parse_oom_numbers(ev.data["message"])
