@@ -520,13 +520,6 @@ class LogParser:
             return None
         return self._catalog.match(text[:4000])
 
-    def _match_cut(self, text: str):
-        """The message an exception's text is the start of, when it matches none whole (a quote or a
-        paste cut inside the message, whatever follows it)."""
-        if self._catalog is None or len(text) < 8:
-            return None
-        return self._catalog.match_cut(text[:4000])
-
     def _message(self, lineno, text, ts, rank, msg, stripped) -> str:
         e = self._event
         # start-up milestones and memory lines (logs §3-§7)
@@ -723,7 +716,7 @@ class LogParser:
             self._tb = None
         self._tb_chain_next = False
         ev.end_line = lineno
-        ev.msg = self._match(message) or self._match(f"{exc_type}: {message}") or self._match_cut(message)
+        ev.msg = self._match(message) or self._match(f"{exc_type}: {message}")
         if ev.msg is None and not message.strip() and exc_type.endswith("AssertionError") and frames:
             ev.msg = self._check_site(frames[-1])
         self._exc = ev
