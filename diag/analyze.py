@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from . import __version__
 from . import facts as facts_mod
 from . import report_build
-from . import rules_v1 as R
 from . import scan
 from .clean import Cleaner
 from .detect_version import explicit_version
@@ -15,7 +14,6 @@ from .parse import smi as smi_mod
 from .parse.sglang import LogParser
 from .read import InputError, Limits, Opened, iter_lines, open_input
 from .report import InputInfo, Report
-from .rank import finalize
 
 SMI_MARKERS = ("NVIDIA-SMI ", "==NVSMI LOG==", "<nvidia_smi_log", "memory.used", "KMD Version")
 SMI_CAPTURE = 400
@@ -27,8 +25,7 @@ class Options:
     sglang_version: str | None = None
     launch: str | None = None       # a launch command given on the command line
     model_config: str | None = None
-    engine: str = "v1"              # v1: rules_v1 + remedies; v2: diag.rules (rules own their fixes)
-    strict: bool = False            # v2: a fix the version lacks or that points the wrong way raises (tests)
+    strict: bool = False            # a fix the version lacks, or one that points the wrong way, raises (the tests)
     limits: Limits | None = None    # caps on what is read of each input (diag.read)
     fast_min_bytes: int | None = None  # inputs with at least this much text take the fast reader (diag.scan)
 
@@ -53,30 +50,29 @@ def _read_smi(index: int, opened: Opened, info: InputInfo) -> list:
     return [snap]
 
 
-def _read_log(index: int, opened: Opened, info: InputInfo, matcher: R.LineMatcher,
-              explicit: list[tuple[int, str]], smi_found: list, fast_min_bytes: int | None = None) -> LogParser:
+def _read_log(index: int, opened: Opened, info: InputInfo, explicit: list[tuple[int, str]], smi_found: list,
+              fast_min_bytes: int | None = None) -> LogParser:
     parser = LogParser(index)
-    on_line = _LineSink(index, parser, matcher, explicit, smi_found)
-    reader = scan.FastReader(opened, parser, on_line, lambda: _signatures(matcher),
+    on_line = _LineSink(index, parser, explicit, smi_found)
+    reader = scan.FastReader(opened, parser, on_line, scan.Signatures,
                              min_bytes=scan.FAST_MIN_BYTES if fast_min_bytes is None else fast_min_bytes)
     reader.run()
     on_line.finish()
     parser.finish()
-    _scan_continued_messages(parser, matcher, index)
     _input_notes(info, reader.cleaner, parser, reader.chars if reader.fast else on_line.chars)
     return parser
 
 
 class _LineSink:
-    """What happens to each line the parser is fed (by either reader): the parser, then the rules'
-    line patterns, explicit version strings and nvidia-smi output embedded in the log.
+    """What happens to each line the parser is fed (by either reader): the parser, then explicit
+    version strings and nvidia-smi output embedded in the log.
 
     `kind` is the kind of the last batch line before this one (the fast reader knows it; None:
     the series' last row); `seen` marks a batch or access line fed because it carries a failure
-    signature: the rules' patterns run on it too."""
+    signature."""
 
-    def __init__(self, index: int, parser: LogParser, matcher: R.LineMatcher, explicit: list, smi_found: list) -> None:
-        self.index, self.parser, self.matcher = index, parser, matcher
+    def __init__(self, index: int, parser: LogParser, explicit: list, smi_found: list) -> None:
+        self.index, self.parser = index, parser
         self.explicit, self.smi_found = explicit, smi_found
         self.capture: list[str] = []
         self.capture_start = 0
@@ -91,8 +87,6 @@ class _LineSink:
             parser.batches.mark(lineno, kind)
         if cls in ("batch", "http", "blank") and not seen:
             return
-        if self.matcher.scan(self.index, lineno, text, parser.last_msg):
-            parser.mark(lineno)
         if ("glang" in text or "SGLang" in text) and (v := explicit_version(text)):
             self.explicit.append((lineno, v))
         if self.capture:
@@ -109,11 +103,6 @@ class _LineSink:
             self.capture = []
 
 
-def _signatures(matcher: R.LineMatcher) -> "scan.Signatures":
-    """The failure signatures the fast reader looks for in every line: the rules' line patterns."""
-    return scan.Signatures([p.regex.pattern for *_, p in matcher.table])
-
-
 def _input_notes(info: InputInfo, cleaner: Cleaner, parser: LogParser, chars: int) -> None:
     info.lines = cleaner.info.dropped + parser.lines + cleaner.info.joined
     if info.bytes == 0:
@@ -124,16 +113,6 @@ def _input_notes(info: InputInfo, cleaner: Cleaner, parser: LogParser, chars: in
         info.notes.append(f"split {cleaner.info.split} log record(s) that the paste had run together on one line")
     if cleaner.info.joined:
         info.notes.append(f"joined {cleaner.info.joined} line(s) the paste had wrapped at {cleaner.info.wrap_width} characters")
-
-
-def _scan_continued_messages(parser: LogParser, matcher: R.LineMatcher, index: int) -> None:
-    """An exception message that goes on over several lines (wrapped by the paster, or multi-line by
-    nature) is matched once more as one line, so rules see sentences that span lines."""
-    for ev in parser.events:
-        msg = ev.data.get("message") or ""
-        if ev.kind == "exception" and "\n" in msg and ev.data.get("type"):
-            joined = f"{ev.data['type']}: " + " ".join(part.strip() for part in msg.splitlines() if part.strip())
-            matcher.scan(index, ev.line, joined[:4000], joined[:4000])
 
 
 def _embedded_smi(lines: list[str], start: int, out: list) -> None:
@@ -152,8 +131,6 @@ def analyze_with_facts(paths: list[str], smi_paths: list[str] | None = None,
                        options: Options | None = None) -> tuple[Report, "facts_mod.Facts"]:
     """(the report, the facts it was built from): for tests and tools that look inside."""
     options = options or Options()
-    rules = R.load_rules() if options.engine == "v1" else ()
-    matcher = R.LineMatcher(rules)
     inputs: list[InputInfo] = []
     parsers: list[LogParser] = []
     snapshots: list = []
@@ -169,7 +146,7 @@ def analyze_with_facts(paths: list[str], smi_paths: list[str] | None = None,
         if kind == "nvidia-smi":
             snapshots.extend(_read_smi(index, opened, info))
         else:
-            parsers.append(_read_log(index, opened, info, matcher, explicit, snapshots, options.fast_min_bytes))
+            parsers.append(_read_log(index, opened, info, explicit, snapshots, options.fast_min_bytes))
             if parsers[-1].prefixed_lines == 0 and not parsers[-1].events and parsers[-1].content_lines:
                 info.kind = "unknown"
         owners[0].extend([None if kind == "nvidia-smi" else index] * (len(snapshots) - before[0]))
@@ -177,31 +154,23 @@ def analyze_with_facts(paths: list[str], smi_paths: list[str] | None = None,
         info.notes.extend(n for n in opened.notes if n not in info.notes)
         _close(opened)
 
-    def diagnose(parsers, snapshots, explicit, matcher):
-        return _conclude(parsers, snapshots, explicit, options, rules, matcher, inputs)
+    def diagnose(parsers, snapshots, explicit):
+        return _conclude(parsers, snapshots, explicit, options, inputs)
 
     # several servers, or several runs of one (a restart in the same log): each diagnosed alone
     from .fleet import servers as S
     collected = S.Collected(parsers, snapshots, owners[0], explicit, owners[1], {i: n.path for i, n in enumerate(inputs)})
-    return S.conclude(S.plan(collected), collected, matcher, diagnose)
+    return S.conclude(S.plan(collected), collected, diagnose)
 
 
-def _conclude(parsers, snapshots, explicit, options: Options, rules, matcher, inputs) -> tuple[Report, "facts_mod.Facts"]:
+def _conclude(parsers, snapshots, explicit, options: Options, inputs) -> tuple[Report, "facts_mod.Facts"]:
     f = facts_mod.build(parsers, snapshots, explicit, options.sglang_version, options.launch, options.model_config)
     report = Report(status="clean", inputs=inputs, findings=[], facts=f.to_json(), tool_version=__version__,
                     generated_at=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
-    if options.engine == "v2":
-        from . import findings as FD
-        from .rules import engine as E
-        from .rules.registry import registry
-        FD.finalize(report, E.evaluate(registry(), f), f, strict=options.strict)
-    else:
-        contexts = []
-        for rule in rules:
-            ctx = R.evaluate(rule, matcher, f)
-            if ctx is not None:
-                contexts.append(ctx)
-        finalize(report, contexts, f)
+    from . import findings as FD
+    from .rules import engine as E
+    from .rules.registry import registry
+    FD.finalize(report, E.evaluate(registry(), f), f, strict=options.strict)
     report_build.build(report, f)
     return report, f
 

@@ -59,6 +59,14 @@ FAILURE_WORDS = [
     "Bus error", "Fatal Python error", "NCCL", "CUDA error", "atchdog", "sigquit", "SIGQUIT", "scheduler is dead",
     "scheduler died", "Retract", "Initialization failed", "exit code", "Exit code", "Warning", "WARNING", "ERROR",
 ]
+# failure phrases without one of those words that can sit inside a batch or access line (a line a
+# collector joined, or SGLang's own bookkeeping): the same signatures benchmarks/signatures.txt gives grep
+FAILURE_PHRASES = [
+    r"KV cache pool is full", r"(Prefill|Decode) out of memory", r"Not enough memory",
+    r"an illegal memory access was encountered", r"device-side assert triggered", r"misaligned address",
+    r"unspecified launch failure", r"[Aa]ddress already in use", r"SIGSEGV", r"SIGABRT",
+    r'"(GET|POST) /(health|health_generate)[^ ]* HTTP/[0-9.]+" 5[0-9][0-9]',
+]
 # batch statistics: the column and the keys whose value it takes, in order of preference (batches.row_of)
 FIELDS = {
     "running": ("#running-req",), "queue": ("#queue-req",), "usage": ("token usage", "full token usage"),
@@ -98,12 +106,12 @@ class Gap:
 # -- the multi-pattern pass -------------------------------------------------------------------
 
 class Signatures:
-    """Which lines of a chunk carry a failure signature: every rule line pattern (a leading '^'
-    dropped: the rules see the message after the prefix) and the parser's failure words."""
+    """Which lines of a chunk carry a failure signature: the parser's failure words and phrases,
+    and any extra patterns given (a leading '^' dropped: a line's prefix comes first)."""
 
-    def __init__(self, patterns: list[str]) -> None:
-        self.patterns = [p[1:] if p.startswith("^") else p for p in patterns]
-        self.patterns += [_escape(w) for w in FAILURE_WORDS]
+    def __init__(self, patterns: list[str] | None = None) -> None:
+        self.patterns = [p[1:] if p.startswith("^") else p for p in (patterns or [])]
+        self.patterns += FAILURE_PHRASES + [_escape(w) for w in FAILURE_WORDS]
         self.engine = "polars"
         self._db = None
         rest = self.patterns

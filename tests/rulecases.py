@@ -8,7 +8,7 @@ from diag.analyze import Options, analyze
 from diag.numbers import to_float
 
 
-def run_case(case, tmp: Path, engine: str = "v2"):
+def run_case(case, tmp: Path):
     log = tmp / "case.log"
     log.write_text(case.log, encoding="utf-8")
     smi = []
@@ -17,7 +17,7 @@ def run_case(case, tmp: Path, engine: str = "v2"):
         p.write_text(case.smi, encoding="utf-8")
         smi = [str(p)]
     opts = Options(sglang_version=case.sglang_version, launch=case.launch, model_config=case.model_config,
-                   engine=engine, strict=True)
+                   strict=True)
     return analyze([str(log)], smi, opts)
 
 

@@ -127,7 +127,7 @@ def _facts(tmp_path, text, **kw):
     from diag.analyze import Options, analyze_with_facts
     p = tmp_path / "x.log"
     p.write_text(text, encoding="utf-8")
-    return analyze_with_facts([str(p)], options=Options(engine="v2", **kw))[1]
+    return analyze_with_facts([str(p)], options=Options(**kw))[1]
 
 
 def test_a_messaged_check_reads_its_names_from_the_catalog(tmp_path):

@@ -35,7 +35,7 @@ def test_the_fraction_a_refusal_prints_is_a_reading(tmp_path):
     log = tmp_path / "a.log"
     log.write_text("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
                    "Current value: self.server_args.mem_fraction_static=0.2\n")
-    _, facts = analyze_with_facts([str(log)], options=Options(engine="v2"))
+    _, facts = analyze_with_facts([str(log)], options=Options())
     assert facts.readings["mem_fraction_static"] == 0.2
     v = explainers()["memory"].fn(ExplainContext(facts, []), goal="kv_pool").values
     assert v["fraction"] == 0.2 and v["low_fraction"] and v["fallback"]["raise_fraction"] == "0.85"
@@ -45,7 +45,7 @@ def test_a_fallback_raise_is_never_a_tweak_below_a_hundredth(tmp_path):
     log = tmp_path / "a.log"
     log.write_text("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
                    "Current value: mem_fraction_static=0.945\n")
-    _, facts = analyze_with_facts([str(log)], options=Options(engine="v2"))
+    _, facts = analyze_with_facts([str(log)], options=Options())
     v = explainers()["memory"].fn(ExplainContext(facts, []), goal="kv_pool").values
     assert "raise_fraction" not in v["fallback"]
 
@@ -54,5 +54,5 @@ def test_the_capacity_line_is_read_without_start_up_milestones(tmp_path):
     log = tmp_path / "a.log"
     log.write_text("[2024-12-13 01:45:02 TP0] max_total_num_tokens=56524, max_prefill_tokens=16384, "
                    "max_running_requests=2049, context_len=32768\n")
-    _, facts = analyze_with_facts([str(log)], options=Options(engine="v2"))
+    _, facts = analyze_with_facts([str(log)], options=Options())
     assert facts.readings["max_total_num_tokens"] == 56524 and facts.readings["context_len"] == 32768

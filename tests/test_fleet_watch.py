@@ -120,7 +120,8 @@ def test_a_finding_when_its_signature_completes():
     notes = w.feed(tail) + w.tick()
     found = [n for n in notes if n.type == "finding"]
     assert [n.data["finding"]["category"] for n in found] == ["env.http_proxy"]
-    assert found[0].line == found[0].data["finding"]["evidence"][0]["line"]
+    trigger = next(e for e in found[0].data["finding"]["evidence"] if e["role"] == "trigger")
+    assert found[0].line == trigger["line"] and "502" in trigger["text"]
     assert [n for n in w.feed(["Killed"]) + w.tick() if n.type == "finding"] == []   # no repeat
     w.close()
 

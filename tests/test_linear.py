@@ -37,11 +37,6 @@ FLOOR_MS = 10.0
 # input text.
 PENDING = {
     "diag.facts": "facts: rewritten with the parser (lead)",
-    "diag.remedies": "remedies: rewritten with the rule engine (lead)",
-    "diag.remedies.env_fixes": "remedies: rewritten with the rule engine (lead)",
-    "diag.remedies.flag_fixes": "remedies: rewritten with the rule engine (lead)",
-    "diag.remedies.memory_fixes": "remedies: rewritten with the rule engine (lead)",
-    "diag.remedies.runtime_fixes": "remedies: rewritten with the rule engine (lead)",
     "diag.messages.template": "TOKEN / _WS: runs of one character class, linear under re (timed below)",
     "diag.serve.analysis": "serve: MASKS on pasted logs, linear under re (timed below)",
     "diag.serve.slack": "serve: MENTION / MARKUP on chat messages, linear under re (timed below)",
@@ -69,8 +64,8 @@ def _modules():
 def _load_everything():
     for name in _modules():
         importlib.import_module(name)
-    from diag.rules_v1 import load_rules
-    load_rules()
+    from diag.rules.registry import registry
+    registry()
     return list({(p.pattern, p.flags): p for p in rx.PATTERNS}.values())
 
 
@@ -79,7 +74,7 @@ PATTERNS = _load_everything()
 
 def test_patterns_are_collected():
     where = {p.where for p in PATTERNS}
-    assert {"diag.clean", "diag.parse.smi", "diag.parse.sglang", "diag.redact", "diag.rules_v1"} <= where
+    assert {"diag.clean", "diag.parse.smi", "diag.parse.sglang", "diag.redact"} <= where
     assert len(PATTERNS) > 150
 
 

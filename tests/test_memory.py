@@ -395,3 +395,11 @@ def test_budget_json_keys_are_unit_suffixed():
     assert all(i["source"] in M.SOURCES for i in j["items"])
     total = j["items"][0]["gib"]
     assert sum(i["gib"] for i in j["items"][1:]) == pytest.approx(total, abs=0.01)
+
+
+def test_flag_catalog_versions_cover_renames():
+    from diag import flags as F
+    cat = F.for_version("0.5.23")
+    assert cat.translate("--mamba-scheduler-strategy", "extra_buffer") == [("--mamba-radix-cache-strategy", "extra_buffer")]
+    old = F.for_version("0.5.10")
+    assert old.translate("--mamba-radix-cache-strategy", "extra_buffer") == [("--mamba-scheduler-strategy", "extra_buffer")]

@@ -388,7 +388,7 @@ def test_version_from_the_flags_an_ambiguous_option_names(tmp_path):
     p = tmp_path / "x.log"
     p.write_text("sglang serve: error: ambiguous option: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode, "
                  "--cuda-graph-max-bs-prefill\n", encoding="utf-8")
-    f = analyze_with_facts([str(p)], options=Options(engine="v2"))[1]
+    f = analyze_with_facts([str(p)], options=Options())[1]
     assert f.version.low == "0.5.14" and "0.5.23" in f.catalog.versions
 
 
@@ -397,7 +397,7 @@ def test_a_rejected_command_says_nothing_about_the_version_wherever_the_error_st
     p = tmp_path / "x.log"
     p.write_text("python -m sglang.launch_server --model m --kt-amx-weight-path /w --kt-amx-method AMXINT4\n"
                  "it shows launch_server.py: error: unrecognized arguments: --kt-amx-method AMXINT4\n", encoding="utf-8")
-    f = analyze_with_facts([str(p)], options=Options(engine="v2"))[1]
+    f = analyze_with_facts([str(p)], options=Options())[1]
     assert f.version.describe() == "unknown"     # not the releases that accept the rejected flags
 
 

@@ -100,7 +100,7 @@ def test_founding_sample_chat_message():
     report = redact_report(analyze([str(SAMPLE)], [str(SMI)]))
     md = markdown.render(report)
     lines = md.splitlines()
-    assert lines[0].startswith("🔴 **CRITICAL** · `oom.mamba_state` · confidence 0.90")
+    assert lines[0].startswith("🔴 **CRITICAL** · `oom.mamba_state` · confidence 0.85")
     assert "leaves no room for the KV cache" in lines[2]
     assert "    18 │ RuntimeError: Not enough memory" in md
     assert "**Memory per GPU** (of 95.6 GiB): " in md and "weights 51.8" in md

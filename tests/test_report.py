@@ -22,7 +22,7 @@ from diag.memory.provenance import ITEM_KEYS  # noqa: E402
 from diag.redact import redact_report  # noqa: E402
 from diag.report import SOURCES, Evidence, Finding, Fix, InputInfo, Launch, Report, json_schema  # noqa: E402
 from diag.report_build import BUCKETS, CONTEXT_CHARS, MAX_SAMPLES, RADIUS, clip  # noqa: E402
-from diag.rules_v1 import Rule, load_rules  # noqa: E402
+from diag.rules.schema import Rule  # noqa: E402
 from diag.taxonomy import CATEGORIES  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,7 +31,6 @@ SAMPLE = ROOT / "samples" / "qwen36-27b-mtp-extra-buffer.log"
 SMI = ROOT / "samples" / "rtx-pro-6000-smi.txt"
 LOGS = sorted(p for sub in ("sglang", "extra", "extra2", "blind") for p in (DATA / sub).glob("*.log"))
 SMIS = sorted(p for p in (DATA / "smi").iterdir() if p.suffix != ".json")
-EXAMPLES = [(r.id, i, ex["log"]) for r in load_rules() for i, ex in enumerate(r.examples)]
 VIEWS = ("text", "markdown", "slack", "slack_blocks", "html")
 SCHEMA = json_schema()
 VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
@@ -75,21 +74,14 @@ def test_corpus_reports_validate_and_read_back(path):
             assert all(i["source"] != "nvidia-smi" and "nvidia-smi" not in i["note"] for i in m.get("items") or [])
 
 
-@pytest.mark.parametrize("rule,index,log", EXAMPLES, ids=lambda x: x if isinstance(x, str) and x.startswith("SGL") else "")
-def test_rule_example_reports_validate(rule, index, log, tmp_path):
-    path = tmp_path / "server.log"
-    path.write_text(log.lstrip("\n"))
-    check(analyze([str(path)]))
-
-
-def v2_cases():
+def rule_cases():
     from diag.rules.registry import registry
     return [(r.id, c) for r in registry().rules for c in r.cases if c.expect != "no-match" and not c.xfail]
 
 
-@pytest.mark.parametrize("rule,case", v2_cases(), ids=lambda x: x if isinstance(x, str) else x.name)
+@pytest.mark.parametrize("rule,case", rule_cases(), ids=lambda x: x if isinstance(x, str) else x.name)
 def test_rule_case_reports_validate(rule, case, tmp_path):
-    """The rules of the v2 engine (rules/<family>/*.toml) write the same report."""
+    """Every rule case's report validates against the schema and reads back."""
     from rulecases import run_case
     data = check(run_case(case, tmp_path))
     assert Report.from_json(data).to_json() == data
@@ -171,7 +163,7 @@ def test_no_nan_or_infinity_and_valid_utf8():
 # -- the renderers read the report and nothing else ----------------------------------------
 
 RENDER = ROOT / "diag" / "render"
-FORBIDDEN_MODULES = ("facts", "analyze", "report_build", "parse", "events", "rules", "rank", "memory", "launch", "clean", "read")
+FORBIDDEN_MODULES = ("facts", "analyze", "report_build", "parse", "events", "rules", "memory", "launch", "clean", "read")
 
 
 def test_no_renderer_imports_facts_or_reads_extras():

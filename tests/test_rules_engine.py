@@ -50,7 +50,7 @@ def _rules(tmp_path, body: str):
 def _facts(tmp_path):
     log = tmp_path / "x.log"
     log.write_text("launch_server.py: error: unrecognized arguments: --tensor-parallel-size 2\n", encoding="utf-8")
-    return analyze_with_facts([str(log)], options=Options(engine="v2"))[1]
+    return analyze_with_facts([str(log)], options=Options())[1]
 
 
 def test_a_fix_per_list_item_with_item_conditions(tmp_path, testx):

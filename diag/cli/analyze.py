@@ -93,9 +93,9 @@ def _rule_ids(names: list[str]) -> set[str]:
         return set()
     import difflib
 
-    from ..rules_v1 import load_rules
-    rules = load_rules()
-    by_name = {r.id: r.id for r in rules} | {r.name: r.id for r in rules}
+    from ..rules.registry import registry
+    rules = registry().rules
+    by_name = {r.id: r.id for r in rules} | {r.slug: r.id for r in rules}
     out = set()
     for n in names:
         rid = by_name.get(n) or by_name.get(n.upper())
@@ -111,8 +111,8 @@ def _categories(names: list[str]) -> list[str]:
         return []
     import difflib
 
-    from ..rules_v1 import load_rules
-    cats = sorted({r.category for r in load_rules()})
+    from ..rules.registry import registry
+    cats = sorted({r.category for r in registry().rules})
     for n in names:
         if not any(c == n or c.startswith(n + ".") for c in cats):
             close = difflib.get_close_matches(n, cats + sorted({c.split(".")[0] for c in cats}), n=1, cutoff=0.6)

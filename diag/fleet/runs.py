@@ -213,24 +213,3 @@ def _http_slice(parser, events: list, first: int, last: int) -> dict:
     last_line = parser.http.get("last_line")
     count = errors + (total - (parser.http.get("errors", 0) or 0) if last_line and first <= last_line <= last else 0)
     return {"count": count, "errors": errors, "last_line": last_line if last_line and first <= last_line <= last else None}
-
-
-class MatcherView:
-    """The rule line matcher's hits that fall in the given (input, first, last) ranges."""
-
-    def __init__(self, matcher, ranges: list[tuple[int, int, int]], drop: set[tuple[int, int]] | None = None):
-        self._m = matcher
-        self._ranges = ranges
-        self._drop = drop or set()
-        self.rules = matcher.rules
-
-    def _inside(self, hit) -> bool:
-        if (hit.input, hit.line) in self._drop:
-            return False
-        return any(hit.input == i and a <= hit.line <= b for i, a, b in self._ranges)
-
-    def of(self, rule, group: str):
-        return [[h for h in bucket if self._inside(h)] for bucket in self._m.of(rule, group)]
-
-    def __getattr__(self, name):
-        return getattr(self._m, name)

@@ -130,8 +130,8 @@ def _row(path: str, r: dict | None = None, error: str | None = None) -> dict:
 
 def _warm() -> None:
     """Load the rules and the message catalog once, before the workers are forked from this process."""
-    from .. import rules_v1
-    rules_v1.load_rules()
+    from ..rules.registry import registry
+    registry()
     from ..parse.sglang import _catalog
     _catalog()
 

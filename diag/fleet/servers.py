@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from ..parse.batches import ts_seconds
 from ..report import SEVERITIES
 from . import ranks as RK
-from .runs import MatcherView, ParserView, Run, _last_line, split, view
+from .runs import ParserView, Run, _last_line, split, view
 
 TIME_SLACK_S = 600.0      # two logs whose spans are further apart than this are not one deployment
 RUN_SLACK_S = 120.0       # runs of two ranks' files closer than this are one run
@@ -160,14 +160,14 @@ def _match_runs(per_input: list[list[Run]], parsers: list) -> list[list[Run]]:
 
 # -- concluding -------------------------------------------------------------------------------
 
-def conclude(p: Plan, c: Collected, matcher, diagnose):
-    """Diagnose every unit with `diagnose(parsers, snapshots, explicit, matcher) -> (report, facts)`;
+def conclude(p: Plan, c: Collected, diagnose):
+    """Diagnose every unit with `diagnose(parsers, snapshots, explicit) -> (report, facts)`;
     return the chosen unit's (report, facts) with `runs`, `servers` and `ranks` filled in. One
     unit (the usual case) is diagnosed on the parsers as they are."""
     if p.single:
-        report, facts = diagnose(c.parsers, c.snapshots, c.explicit, matcher)
+        report, facts = diagnose(c.parsers, c.snapshots, c.explicit)
         inside = [(q.input, 1, 1 << 62) for q in c.parsers]
-        return _refocus(report, facts, c, inside, c.parsers, c.snapshots, c.explicit, matcher, diagnose)
+        return _refocus(report, facts, c, inside, c.parsers, c.snapshots, c.explicit, diagnose)
     by_input = {q.input: q for q in c.parsers}
     done = []
     for u in p.units:
@@ -176,9 +176,8 @@ def conclude(p: Plan, c: Collected, matcher, diagnose):
         snaps = [s for s, owner in zip(c.snapshots, c.snapshot_owner)
                  if owner is None or _within(inside, owner, getattr(s, "first_line", None))]
         explicit = [e for e, owner in zip(c.explicit, c.explicit_owner) if _within(inside, owner, e[0])]
-        view_matcher = MatcherView(matcher, inside)
-        report, facts = diagnose(parsers, snaps, explicit, view_matcher)
-        report, facts = _refocus(report, facts, c, inside, parsers, snaps, explicit, matcher, diagnose)
+        report, facts = diagnose(parsers, snaps, explicit)
+        report, facts = _refocus(report, facts, c, inside, parsers, snaps, explicit, diagnose)
         done.append((u, report, facts, report.ranks))
     chosen = max(range(len(done)), key=lambda k: _weight(done[k][1], done[k][2], k))
     u, report, facts, ranks = done[chosen]
@@ -187,7 +186,7 @@ def conclude(p: Plan, c: Collected, matcher, diagnose):
     return report, facts
 
 
-def _refocus(report, facts, c: Collected, inside, parsers, snaps, explicit, matcher, diagnose):
+def _refocus(report, facts, c: Collected, inside, parsers, snaps, explicit, diagnose):
     """Several ranks or inputs: name the first failing rank (`ranks`). When the leading finding
     rests only on what followed that failure (a peer's collective timeout, a watchdog, a sigquit),
     diagnose again without those events, so the root cause is the first failure's, and the rest
@@ -219,8 +218,7 @@ def _refocus(report, facts, c: Collected, inside, parsers, snaps, explicit, matc
             drop.setdefault(e.input, set()).add(e.line)
     parts = [view(q.source, q.run, drop.get(q.input)) if isinstance(q, ParserView)
              else view(q, Run(q.input, 1, _last_line(q)), drop.get(q.input)) for q in parsers]
-    gone = {(i, n) for i, lines in drop.items() for n in lines}
-    again, facts2 = diagnose(parts, snaps, explicit, MatcherView(matcher, inside, gone))
+    again, facts2 = diagnose(parts, snaps, explicit)
     if not again.findings:
         return report, facts
     again.ranks = ranks

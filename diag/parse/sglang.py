@@ -68,6 +68,12 @@ RE_SIGQUIT = rx.compile(r"Received sigquit from a child process|SIGQUIT received
 RE_SCHED_DEAD = rx.compile(r"Rank (\d+) scheduler is dead|Rank (\d+) scheduler died during initialization \(exit code: (-?\d+)\)")
 RE_EXIT_CODE = rx.compile(r"^Exit code: (-?\d+)")
 RE_NCCL_VER = rx.compile(r"sglang is using nccl==([\d.]+)|NCCL version ([\d.]+)")
+# a failure message that a collector (or an interleaved writer) ran on after a batch line's fields:
+# 'gen throughput (token/s): 1.0, #queue-req: 0 RuntimeError: NCCL error: …'
+JOINED_TAIL = rx.compile(
+    r"\s((?:Traceback \(most recent call last\)|(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\b|Killed\b|"
+    r"Fatal Python error|Segmentation fault|NCCL (?:error|WARN)|CUDA error|[Ww]atchdog).*)$")
+JOINED_WORDS = ("Error", "Exception", "Traceback", "Killed", "Fatal", "Segmentation", "NCCL", "CUDA error", "atchdog")
 RE_ACCESS = rx.compile(r'^(?:INFO:\s+)?[\d.:\[\]a-f]*:?\d* ?- "(?:GET|POST|PUT|DELETE|HEAD|OPTIONS) (\S+) HTTP/[\d.]+" (\d{3})')
 USAGE_FLAG = rx.compile(r"\[(--[\w-]+)")
 RE_ARGPARSE = rx.compile(r"^([\w./-]+|sglang serve): error: (.+)$")
@@ -382,6 +388,8 @@ class LogParser:
         if msg.startswith(("Decode batch", "Prefill batch")):
             self._close_exc()
             self._batch(lineno, ts, rank, msg)
+            if any(w in msg for w in JOINED_WORDS) and (m := JOINED_TAIL.search(msg)):
+                return self._classify(lineno, m[1], ts, rank, m[1])   # the run-on message is a line of its own
             return "batch"
         if ' HTTP/' in msg and '"' in msg:
             m = RE_ACCESS.search(msg)

@@ -11,6 +11,8 @@ for all findings, in diag/findings.
 """
 from __future__ import annotations
 
+import copy
+
 from dataclasses import dataclass, field
 
 from ..explain import ExplainContext, Values, explainers
@@ -353,4 +355,6 @@ def _memory(ctx: Context) -> dict:
     vals = ctx.values.get("memory")
     if vals is None:
         return {}
-    return vals.values.get("budget_json") or {}
+    # each finding owns its copy: the explainer's values are shared by every rule that named it,
+    # and the report builder moves the provenance into `sources` per finding
+    return copy.deepcopy(vals.values.get("budget_json") or {})

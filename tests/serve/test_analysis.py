@@ -25,7 +25,7 @@ def test_run_renders_each_format_with_display_names(tmp_path):
     job = job_for(tmp_path, ("rank0.log", SAMPLE.read_bytes()), ("smi.txt", SMI.read_bytes()),
                   formats=analysis.FORMATS)
     result = analysis.run(job)
-    assert (result.exit_code, result.status, result.rule, result.category) == (1, "findings", "SGL-OOM-002", "oom.mamba_state")
+    assert (result.exit_code, result.status, result.rule, result.category) == (1, "findings", "SGL-OOM-021", "oom.mamba_state")
     data = json.loads(result.outputs["json"])
     assert data["exit_code"] == 1 and [i["path"] for i in data["inputs"]] == ["rank0.log", "smi.txt"]
     assert all(str(tmp_path) not in out for out in result.outputs.values())

@@ -42,7 +42,7 @@ def test_plain_post_json_keeps_the_exit_code_meaning(http):
     assert r.status_code == 200, r.text
     data = r.json()
     assert data["schema"] == "diag.report/2" and data["status"] == "findings"
-    assert data["findings"][0]["rule"] == "SGL-OOM-002" and data["findings"][0]["category"] == "oom.mamba_state"
+    assert data["findings"][0]["rule"] == "SGL-OOM-021" and data["findings"][0]["category"] == "oom.mamba_state"
     assert data["exit_code"] == 1 and r.headers["x-diag-exit-code"] == "1"
     assert data["inputs"][0]["path"] == "paste.log"  # the service's temporary path never shows
     # --fail-on never: the same findings, exit code 0
@@ -60,9 +60,9 @@ def test_curl_style_body_and_a_clean_log(http):
 def test_formats(http):
     body = SAMPLE.read_bytes()
     md = http.post("/v1/analyze?format=markdown", content=body)
-    assert md.headers["content-type"].startswith("text/markdown") and "SGL-OOM-002" in md.text and len(md.text) <= 4000
+    assert md.headers["content-type"].startswith("text/markdown") and "SGL-OOM-021" in md.text and len(md.text) <= 4000
     sl = http.post("/v1/analyze?format=slack", content=body)
-    assert sl.headers["content-type"].startswith("text/plain") and "*" in sl.text and "SGL-OOM-002" in sl.text
+    assert sl.headers["content-type"].startswith("text/plain") and "*" in sl.text and "SGL-OOM-021" in sl.text
     blocks = http.post("/v1/analyze?format=slack-blocks", content=body).json()
     assert blocks["blocks"][0]["type"] == "header" and len(blocks["blocks"]) <= 50
     assert all(len(b["text"]["text"]) <= 3000 for b in blocks["blocks"] if b["type"] == "section")
@@ -84,7 +84,7 @@ def test_multipart_files_are_analysed_together(http):
 
 def test_gzip_body_and_unreadable_input(http):
     r = http.post("/v1/analyze", content=gzip.compress(SAMPLE.read_bytes()))
-    assert r.status_code == 200 and r.json()["findings"][0]["rule"] == "SGL-OOM-002"
+    assert r.status_code == 200 and r.json()["findings"][0]["rule"] == "SGL-OOM-021"
     r = http.post("/v1/analyze", content=bytes(range(256)) * 64, params={"name": "core.bin"})
     assert r.status_code == 422 and r.json()["exit_code"] == 2
     assert r.json()["error"].startswith("core.bin: binary data") and "diag-serve-" not in r.json()["error"]
@@ -182,7 +182,7 @@ def test_fifty_concurrent_requests(service):
     # each answer is its own input's report (no cross-talk between concurrent requests)
     for i, r in enumerate(replies):
         assert r.json()["inputs"][0]["lines"] == replies[i % len(logs)].json()["inputs"][0]["lines"]
-    assert replies[0].json()["findings"][0]["rule"] == "SGL-OOM-002"
+    assert replies[0].json()["findings"][0]["rule"] == "SGL-OOM-021"
 
 
 def test_no_temporary_file_outlives_its_request(http):

@@ -21,7 +21,7 @@ def test_outgoing_webhook_answers_in_the_thread_with_markdown(service):
     assert r.status_code == 200
     answer = r.json()
     assert answer["response_type"] == "comment"  # a reply to the triggering post
-    assert "**" in answer["text"] and "SGL-OOM-002" in answer["text"] and len(answer["text"]) <= 4000
+    assert "**" in answer["text"] and "SGL-OOM-021" in answer["text"] and len(answer["text"]) <= 4000
     assert leaked(answer["text"]) == [] and "[REDACTED:hf-token]" in answer["text"]
 
 
@@ -33,7 +33,7 @@ def test_slash_command_json_and_files_through_the_api(service, stub):
     r = httpx.post(f"{service}/mattermost", json=p, timeout=30)
     assert r.status_code == 200 and r.json()["response_type"] == "in_channel"
     text = r.json()["text"]
-    assert "SGL-OOM-002" in text and "RTX PRO 6000" in text
+    assert "SGL-OOM-021" in text and "RTX PRO 6000" in text
     assert {c["id"] for c in stub.of("mm.download")} >= {"fileid1", "fileid2"}
 
 
@@ -48,7 +48,7 @@ def test_wrong_or_missing_token_is_401_and_counted(service):
 
 def test_second_paste_links_to_the_first(service):
     first = webhook(service, "#diag " + SAMPLE.read_text(), channel="M3", post_id="abc123")
-    assert "SGL-OOM-002" in first.json()["text"]
+    assert "SGL-OOM-021" in first.json()["text"]
     again = webhook(service, "#diag " + SAMPLE.read_text().replace("09:13", "22:01"), channel="M3", post_id="def456")
     text = again.json()["text"]
     assert text.startswith("🔁 Same failure as") and "/sre/pl/abc123" in text

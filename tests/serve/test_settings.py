@@ -133,7 +133,7 @@ def test_diag_serve_runs_and_stops(tmp_path):
                 time.sleep(0.2)
         sample = Path(__file__).resolve().parents[2] / "samples" / "qwen36-27b-mtp-extra-buffer.log"
         reply = httpx.post(f"http://127.0.0.1:{port}/v1/analyze?format=markdown", content=sample.read_bytes(), timeout=30)
-        assert reply.status_code == 200 and "SGL-OOM-002" in reply.text
+        assert reply.status_code == 200 and "SGL-OOM-021" in reply.text
         assert httpx.post(f"http://127.0.0.1:{port}/slack/events", content=b"{}", timeout=5).status_code == 404
     finally:
         proc.send_signal(signal.SIGTERM)

@@ -72,14 +72,14 @@ def test_slash_command_answers_in_a_new_thread_with_the_report_file(service, cle
     msg = clean_stub.wait_for("chat.postMessage", channel="C100")[0]
     assert msg.get("thread_ts") is None  # the answer starts the thread
     text = json.dumps(msg["blocks"])
-    assert "SGL-OOM-002" in text and "<@U42>" in text and "--mamba-scheduler-strategy" in text
+    assert "SGL-OOM-021" in text and "<@U42>" in text and "--mamba-scheduler-strategy" in text
     assert msg["blocks"][1]["type"] == "header" and len(msg["blocks"]) <= 50
     # the HTML incident report, in the thread of that answer
     first_ts = [c for c in clean_stub.calls if c["method"] == "chat.postMessage"][0]
     posted = clean_stub.wait_for("files.completeUploadExternal", channel_id="C100")[0]
     html = html_upload(clean_stub, posted["thread_ts"], "C100")
     assert posted["thread_ts"].startswith("1700000000.") and first_ts
-    assert "<!DOCTYPE html>" in html[:200] and "SGL-OOM-002" in html
+    assert "<!DOCTYPE html>" in html[:200] and "SGL-OOM-021" in html
     assert leaked(clean_stub.everything_sent()) == []
     assert clean_stub.bad_auth == 0
 
@@ -98,7 +98,7 @@ def test_mention_with_files_answers_in_that_thread(service, clean_stub):
     msg = clean_stub.wait_for("chat.postMessage", channel="C200")[0]
     assert msg["thread_ts"] == ts
     blocks = json.dumps(msg["blocks"])
-    assert "SGL-OOM-002" in blocks and "RTX PRO 6000" in blocks  # the snapshot was analysed with the log
+    assert "SGL-OOM-021" in blocks and "RTX PRO 6000" in blocks  # the snapshot was analysed with the log
     html = html_upload(clean_stub, ts, "C200")
     assert "rank0.log" in html and "smi.txt" in html
     assert {d["name"] for d in clean_stub.of("download")} >= {"rank0.log", "smi.txt"}
@@ -115,7 +115,7 @@ def test_message_shortcut_on_someone_elses_paste(service, clean_stub):
     r = post(service, urlencode({"payload": json.dumps(payload)}).encode(), "application/x-www-form-urlencoded")
     assert r.status_code == 200
     msg = clean_stub.wait_for("chat.postMessage", channel="C300")[0]
-    assert msg["thread_ts"] == ts and "SGL-OOM-002" in json.dumps(msg["blocks"])
+    assert msg["thread_ts"] == ts and "SGL-OOM-021" in json.dumps(msg["blocks"])
     assert html_upload(clean_stub, ts, "C300")
 
 
@@ -125,7 +125,7 @@ def test_mention_under_a_paste_reads_the_thread_parent(service, clean_stub):
     r, ts = mention(service, "C350", "<@UBOT>", thread_ts=parent_ts)
     assert r.status_code == 200
     msg = clean_stub.wait_for("chat.postMessage", channel="C350")[0]
-    assert msg["thread_ts"] == parent_ts and "SGL-OOM-002" in json.dumps(msg["blocks"])
+    assert msg["thread_ts"] == parent_ts and "SGL-OOM-021" in json.dumps(msg["blocks"])
 
 
 def test_second_paste_of_the_same_failure_links_to_the_first_answer(service, clean_stub):
@@ -140,7 +140,7 @@ def test_second_paste_of_the_same_failure_links_to_the_first_answer(service, cle
     assert reply["thread_ts"] == ts2 and "Same failure as" in reply["text"]
     link = clean_stub.of("chat.getPermalink")[0]
     assert link["channel"] == "C400" and link["message_ts"] != ts2
-    assert "archives/C400/p1700000000" in reply["text"] and "SGL-OOM-002" in reply["text"]
+    assert "archives/C400/p1700000000" in reply["text"] and "SGL-OOM-021" in reply["text"]
     assert len(clean_stub.of("files.completeUploadExternal", channel_id="C400")) == 1
     assert first["blocks"]
     # another channel gets its own full answer
@@ -227,7 +227,7 @@ def test_file_objects_without_urls_are_looked_up(service, clean_stub):
     clean_stub.file_info[f["id"]] = dict(f)
     _, ts = mention(service, "C630", "<@UBOT>", [{"id": f["id"], "file_access": "check_file_info"}])
     msg = clean_stub.wait_for("chat.postMessage", channel="C630")[0]
-    assert msg["thread_ts"] == ts and "SGL-OOM-002" in json.dumps(msg["blocks"])
+    assert msg["thread_ts"] == ts and "SGL-OOM-021" in json.dumps(msg["blocks"])
     assert clean_stub.of("files.info", file=f["id"])
 
 
@@ -235,7 +235,7 @@ def test_not_in_channel_falls_back_to_the_response_url(service, clean_stub):
     r = command(service, SAMPLE.read_text(), channel=NOT_IN_CHANNEL, response=f"{clean_stub.base}/response/2")
     assert r.status_code == 200
     resp = clean_stub.wait_for("response_url")[0]
-    assert resp["response_type"] == "in_channel" and "SGL-OOM-002" in json.dumps(resp["blocks"])
+    assert resp["response_type"] == "in_channel" and "SGL-OOM-021" in json.dumps(resp["blocks"])
     assert "Invite me" in json.dumps(resp["blocks"])
 
 
@@ -252,7 +252,7 @@ def test_direct_message(service, clean_stub):
           "channel": "D1", "event_ts": ts}
     assert event(service, ev).status_code == 200
     msg = clean_stub.wait_for("chat.postMessage", channel="D1")[0]
-    assert msg["thread_ts"] == ts and "SGL-OOM-002" in json.dumps(msg["blocks"])
+    assert msg["thread_ts"] == ts and "SGL-OOM-021" in json.dumps(msg["blocks"])
 
 
 @pytest.mark.parametrize("size", [2 * MiB])
@@ -298,5 +298,5 @@ def test_chatter_in_threads_is_not_a_log(service, clean_stub):
 def test_answer_stays_when_the_report_cannot_be_attached(service, clean_stub):
     _, ts = mention(service, NO_FILES, "<@UBOT>\n" + SAMPLE.read_text())
     posts = clean_stub.wait_for("chat.postMessage", channel=NO_FILES, count=2)
-    assert "SGL-OOM-002" in json.dumps(posts[0]["blocks"])
+    assert "SGL-OOM-021" in json.dumps(posts[0]["blocks"])
     assert posts[1]["thread_ts"] == ts and "could not be attached: missing_scope" in posts[1]["text"]

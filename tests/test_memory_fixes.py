@@ -1,4 +1,4 @@
-"""Remedy arithmetic that derives fix values from what the log printed."""
+"""Fix values the memory model derives from what the log printed (the rules name them, diag/memory computes them)."""
 from __future__ import annotations
 
 from diag.analyze import analyze
