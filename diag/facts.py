@@ -59,6 +59,7 @@ class Facts:
     failure_phase: P.PhaseGuess | None = None
     failure_event: Event | None = None                # the first typed exception (or failure line) of the log
     failure_where: P.Where = field(default_factory=P.Where)
+    known: "KnownFailure | None" = None                 # the first failure message the catalog has reviewed
     fragment: list[str] = field(default_factory=list)  # why the input looks like a piece of a log
     smi: list = field(default_factory=list)            # SmiSnapshot objects
     http: dict = field(default_factory=dict)
@@ -131,6 +132,7 @@ def build(parsers: list[LogParser], smi_snapshots: list, explicit_versions: list
     _readings(f)
     _message_readings(f)
     _failures(f)
+    _known_failure(f)
     _state(f, parsers)
     _values(f, [p.last_line_text for p in parsers if p.content_lines])
     return f
@@ -416,6 +418,43 @@ def _message_readings(f: Facts) -> None:
                 f.readings.setdefault(name, number)
 
 
+@dataclass
+class KnownFailure:
+    """A failure message whose meaning a person reviewed (a hand-list entry or a reviewed SGLang
+    family): what the catalog says of it, for the rules that have nothing more specific."""
+    event: Event
+    category: str
+    component: str
+    name: str
+    meaning: str | None
+    action: str | None
+
+
+QUIET_LEVELS = ("info", "debug", "warning", "print")
+
+
+def _known_failure(f: Facts) -> None:
+    """The first failure the catalog knows by review: the failure event's message when it has
+    one, else the first error-level message of the log. Heuristic categories (messages no one
+    reviewed) and the catch-all category are left out: they say too little to name a cause."""
+    from .parse.sglang import _catalog
+    cat = _catalog()
+    if cat is None:
+        return
+    order = ([f.failure_event] if f.failure_event is not None else []) + [e for e in f.events if e is not f.failure_event]
+    for ev in order[:5000]:
+        m = getattr(ev, "msg", None)
+        if m is None or not m.category or "." not in m.category or m.category == "runtime.other":
+            continue
+        if ev is not f.failure_event and (m.level or "").lower() in QUIET_LEVELS:
+            continue
+        entry = cat.get(m.id)
+        if entry is None or cat.reviewed_category(m.id) != m.category:
+            continue
+        f.known = KnownFailure(ev, m.category, m.component, m.name or m.family, entry.meaning, entry.action)
+        return
+
+
 def _failures(f: Facts) -> None:
     spec = bool(f.flag("--speculative-algorithm"))
     failures = [e for e in f.events if e.kind in ("exception", "oom", "argparse", "signal", "watchdog", "retract")
@@ -688,6 +727,40 @@ def _other_share(f: Facts):
     return o.other_gib / total
 
 
+def _names():
+    from .memory import names
+    return names
+
+
+def _first_int_flag(f: Facts, *names: str) -> int:
+    from .numbers import to_int
+    for n in names:
+        v = f.flag(n)
+        if v is not None:
+            got = to_int(str(v))
+            if got:
+                return got
+    return 1
+
+
+def _tp(f: Facts) -> int:
+    return _first_int_flag(f, "--tp-size", "--tensor-parallel-size", "--tp")
+
+
+def _pp(f: Facts) -> int:
+    return _first_int_flag(f, "--pp-size", "--pipeline-parallel-size", "--pp")
+
+
+def _self_share(f: Facts):
+    """This process's memory at the OOM as a share of the GPU (None when the OOM does not say)."""
+    o = _oom0(f)
+    held = _held(f)
+    total = (o.event.data.get("total_gib") if o else None) or f.gpu_total_gib
+    if held is None or not total or (o and o.event.data.get("this_process_gib") is None):
+        return None
+    return held / total
+
+
 def _chk(f: Facts, attr: str):
     from . import checks
     c = checks.cached(f, "check", checks.failed_check)
@@ -735,6 +808,13 @@ FACT_PATHS: dict[str, tuple[str, object]] = {
                                  lambda f: _msg_attr(f.failure_event, "category")),
     "failure.message_component": ("who prints that message (sglang, torch, nccl, ...)",
                                   lambda f: _msg_attr(f.failure_event, "component")),
+    "known.category": ("the category the catalog's review gives the first failure it knows (see KnownFailure)",
+                       lambda f: f.known.category if f.known else None),
+    "known.event": ("that failure (its line is quoted)", lambda f: f.known.event if f.known else None),
+    "known.component": ("who prints it (sglang, torch, nccl, cuda, ...)", lambda f: f.known.component if f.known else None),
+    "known.message": ("its catalog name", lambda f: f.known.name if f.known else None),
+    "known.meaning": ("what the review says it means", lambda f: f.known.meaning if f.known else None),
+    "known.action": ("what the review says to do", lambda f: f.known.action if f.known else None),
     "oom.phase": ("the step of the first device OOM", lambda f: _oom0(f).phase if _oom0(f) else None),
     "oom.basis": ("what shows that step", lambda f: _oom0(f).basis if _oom0(f) else None),
     "oom.event": ("the first device OOM (its line is quoted)", lambda f: _oom0(f).event if _oom0(f) else None),
@@ -745,6 +825,7 @@ FACT_PATHS: dict[str, tuple[str, object]] = {
     "oom.held_gib": ("memory this process held at the OOM, GiB", _held),
     "oom.other_gib": ("memory other processes held on that GPU, GiB", lambda f: max((o.other_gib for o in f.ooms), default=0.0)),
     "oom.other_share": ("other processes' memory as a share of the GPU", _other_share),
+    "oom.self_share": ("this process's memory at the OOM as a share of the GPU (PyTorch's 'this process has')", _self_share),
     "oom.larger_than_gpu": ("the failed allocation alone is larger than the GPU", _oom_field("larger_than_gpu")),
     "oom.outside_gib": ("memory neither free nor held by this process (total - free - this process), GiB", _oom_field("outside_gib")),
     "oom.other_pids": ("the other processes: [{pid, used_gib}]", lambda f: _oom0(f).other_pids if _oom0(f) else None),
@@ -767,6 +848,8 @@ FACT_PATHS: dict[str, tuple[str, object]] = {
     "launch.unknown": ("flags of the launch command this version lacks", lambda f: f.values.get("launch.unknown")),
     "launch.conflicts": ("flag combinations this version refuses", lambda f: f.values.get("launch.conflicts")),
     "launch.known": ("the launch command is known", lambda f: f.launch is not None),
+    "launch.event": ("the launch command's line in the log (quoted)",
+                     lambda f: next((e for e in f.events if e.kind == "launch"), None)),
     "version.known": ("the SGLang version is known (exactly or as a range)", lambda f: f.version.describe() != "unknown"),
     "version.label": ("the SGLang version as shown", lambda f: f.version.describe()),
     "version.catalog": ("the flag catalog the fixes are checked against", lambda f: f.catalog.label if f.catalog else None),
@@ -776,6 +859,13 @@ FACT_PATHS: dict[str, tuple[str, object]] = {
     "model.quantized": ("the checkpoint's weights are quantized (fp8, awq, ...)",
                         lambda f: (f.model.weight_quant is not None) if f.model is not None else
                         (True if f.flag("--quantization") else None)),
+    "model.name_params_b": ("billions of parameters the model's name states ('…-70B'), for a model the catalog lacks",
+                            lambda f: _names().params_b(f.model_path) if f.model is None else None),
+    "model.name_weights_gib": ("the weights per GPU the name implies (parameters × bytes by the name's format / TP × PP)",
+                               lambda f: _names().weights_gib(f.model_path, _tp(f), _pp(f)) if f.model is None else None),
+    "model.name_tp": ("the smallest TP at which those weights leave room on this GPU (80 GiB when the GPU is unknown)",
+                      lambda f: _names().tp_to_fit(f.model_path, f.gpu_total_gib or 80.0, _tp(f)) if f.model is None else None),
+    "model.tp": ("the tensor-parallel size the server was started with (1 when not given)", lambda f: _tp(f)),
     "gpu.name": ("the GPU model", lambda f: getattr(f.gpu, "name", None)),
     "gpu.total_gib": ("the GPU's capacity, GiB", lambda f: f.gpu_total_gib),
     "http.count": ("HTTP access lines", lambda f: f.http.get("count")),

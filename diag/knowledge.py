@@ -323,6 +323,10 @@ def find_model(name_or_path: str | None, architecture: str | None = None) -> Mod
             continue
         exact = [(m, fmt) for m in pool for k, fmt in _model_keys(m).items() if k == key]
         hits = exact or _prefix_hits(pool, key)
+        if not exact:
+            # a prefix is not the model when the name states another size ('DeepSeek-R1-Distill-Llama-70B'
+            # starts like DeepSeek-R1, a 671B model) or distils into another family
+            hits = [(m, fmt) for m, fmt in hits if _size_agrees(m, raw) and "distill" not in raw.lower()]
         families = {m.name for m, _ in hits}
         if len(families) != 1:
             continue
@@ -335,6 +339,20 @@ def find_model(name_or_path: str | None, architecture: str | None = None) -> Mod
         spec.matched = name_or_path
         return spec
     return None
+
+
+def _size_agrees(m: ModelSpec, name: str) -> bool:
+    from .memory.names import params_b
+    stated = params_b(name)
+    if stated is None:
+        return True
+    actual = getattr(m, "params_total_b", None)
+    if not actual and m.intermediate_size and m.vocab_size:   # partial entries give the count, not the shapes
+        try:
+            actual = m.params_b()
+        except Exception:  # an entry without the fields for a count
+            return True
+    return not actual or 0.7 <= stated / actual <= 1.4
 
 
 def _prefix_hits(pool: list[ModelSpec], key: str) -> list[tuple[ModelSpec, str | None]]:

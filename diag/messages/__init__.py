@@ -313,6 +313,18 @@ class Catalog:
         e = self._entry(row)
         return e if e.id == mid else None
 
+    def reviewed_category(self, mid: str) -> str | None:
+        """The category a person gave a message: a hand-list entry's, or its family review's when
+        the review sets one (a review that only names a family leaves the build's guess, which
+        this does not return)."""
+        e = self.get(mid)
+        if e is None:
+            return None
+        if e.origin == "hand":
+            return e.category
+        fn = self._family_n(e.family)
+        return self._review(fn)[1] if fn is not None else None
+
     def _family_n(self, fid: str) -> int | None:
         row = self.db.execute("SELECT family FROM reviews WHERE name = ? OR id = ?", (fid, fid)).fetchone()
         return row[0] if row else family_number(fid)

@@ -169,10 +169,18 @@ def run_explainers(ctx: Context, cache: dict) -> None:
 def evaluate(reg: Registry, facts, cache: dict | None = None) -> list[Finding]:
     cache = {} if cache is None else cache
     out = []
+    fallback = set()
     for rule in reg.rules:
         f = evaluate_rule(reg, rule, facts, cache)
         if f is not None:
             out.append(f)
+            if rule.fallback:
+                fallback.add(rule.id)
+    if fallback:
+        generic = {r.id for r in reg.rules if r.generic or r.fallback}
+        claimed = {(e.input, e.line) for f in out if f.rule not in generic for e in f.evidence}
+        out = [f for f in out if f.rule not in fallback
+               or not {(e.input, e.line) for e in f.evidence if e.role == "trigger"} <= claimed]
     return out
 
 

@@ -7,7 +7,9 @@ A rule file (rules/<family>/<ID>-<slug>.toml) declares:
     explainers = ["memory"] | [{name = "memory", goal = "cuda_graph"}]
     title, summary, why, detects, fix_safety, see         what a finding says (text language: diag/rules/text.py)
     [match]       messages / all_messages / unless_messages (catalog names, family ids, 'component.*'),
-                  events / unless_events (event kinds), where / where_any / unless (conditions)
+                  events / unless_events (event kinds), where / where_any / unless (conditions),
+                  fallback = true: the finding goes when a specific (neither fallback nor generic)
+                  rule's finding quotes the lines it rests on
     [confidence]  base, by_phase_basis = {basis = delta}, max, generic
     [text.<table>] value -> text tables for {path@table}
     evidence = ["failure.event", "memory.lines"]          facts or explainer values to quote as well
@@ -41,7 +43,8 @@ EXPECT = ("top", "match", "no-match")
 
 TOP_KEYS = {"id", "slug", "category", "severity", "role", "priority", "applies_to", "explainers", "title", "summary",
             "why", "detects", "fix_safety", "see", "match", "confidence", "text", "evidence", "fix", "fix_other", "case"}
-MATCH_KEYS = {"messages", "all_messages", "unless_messages", "events", "unless_events", "where", "where_any", "unless"}
+MATCH_KEYS = {"messages", "all_messages", "unless_messages", "events", "unless_events", "where", "where_any", "unless",
+              "fallback"}
 CONF_KEYS = {"base", "by_phase_basis", "max", "generic"}
 FIX_KEYS = {"option", "title", "cost", "flag", "env", "external_env", "value", "action", "direction", "why", "when",
             "applies_to", "use", "each"}
@@ -143,6 +146,7 @@ class Rule:
     by_phase_basis: dict = field(default_factory=dict)
     confidence_max: float = 0.95
     generic: bool = False
+    fallback: bool = False
     tables: dict = field(default_factory=dict)
     evidence: tuple[str, ...] = ()
     fixes: tuple[FixSpec, ...] = ()
@@ -256,6 +260,12 @@ def _version_spec(spec, where: str) -> str | None:
     return spec
 
 
+def _bool(v, where: str, what: str) -> bool:
+    if not isinstance(v, bool):
+        raise RuleError(f"{where}: {what} is true or false")
+    return v
+
+
 def load_rule(path: Path) -> Rule:
     source = path.read_text(encoding="utf-8")
     w = _Where(path, source)
@@ -345,6 +355,7 @@ def load_rule(path: Path) -> Rule:
         unless_events=_strs(match.get("unless_events"), w.at("unless_events"), "unless_events"),
         where=_conds(match.get("where"), w.at("where")), where_any=_conds(match.get("where_any"), w.at("where_any")),
         unless=_conds(match.get("unless"), w.at("unless")),
+        fallback=_bool(match.get("fallback", False), w.at("fallback"), "fallback"),
         confidence=float(base), by_phase_basis=dict(by_basis), confidence_max=float(cmax), generic=bool(conf.get("generic", False)),
         tables=tables, evidence=_strs(data.get("evidence"), w.at("evidence"), "evidence"),
         fixes=fixes, fix_other=tuple(others), cases=[_case(c, i, w) for i, c in enumerate(data.get("case") or [])],
