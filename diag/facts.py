@@ -727,6 +727,18 @@ def _other_share(f: Facts):
     return o.other_gib / total
 
 
+SPEC_WORDS = ("eagle", "speculative", "spec_", "ngram", "mtp", "draft")
+
+
+def _frames_speculative(f: Facts) -> bool:
+    for e in f.events:
+        for fr in e.data.get("frames") or []:
+            where = f"{getattr(fr, 'file', '')} {getattr(fr, 'func', '')}".lower()
+            if any(w in where for w in SPEC_WORDS):
+                return True
+    return False
+
+
 def _names():
     from .memory import names
     return names
@@ -859,6 +871,8 @@ FACT_PATHS: dict[str, tuple[str, object]] = {
     "model.quantized": ("the checkpoint's weights are quantized (fp8, awq, ...)",
                         lambda f: (f.model.weight_quant is not None) if f.model is not None else
                         (True if f.flag("--quantization") else None)),
+    "frames.speculative": ("a traceback of the log passes through speculative decoding (a draft worker, EAGLE, MTP)",
+                           lambda f: _frames_speculative(f)),
     "model.name_params_b": ("billions of parameters the model's name states ('…-70B'), for a model the catalog lacks",
                             lambda f: _names().params_b(f.model_path) if f.model is None else None),
     "model.name_weights_gib": ("the weights per GPU the name implies (parameters × bytes by the name's format / TP × PP)",

@@ -30,9 +30,7 @@ CATEGORY_GAPS = {
     "y14-inkling-mtp-eighth-draft-pool-oom": "the input is the reporter's four-line summary, not SGLang's output",
     "b07-t4-sm75-triton-map-at": "Triton's 'map::at' on an sm75 GPU is not yet read as an unsupported architecture",
     "b21-warmup-0000-host-proxy-502": "the warm-up's 502 is told in the reporter's prose, not in server output",
-    "c32-specforge-eagle3-draft-dtype-mismatch": "a dtype mismatch between target and draft is not yet read as a speculative-config error",
     "c38-mooncake-pd-tcp-writebody-bad-address": "Mooncake's transfer-engine errors are not in the catalog",
-    "c43-pd-decode-oom-at-dist-init-leftover-procs": "an OOM at distributed init with no numbers is not read as leftover processes",
 }
 # case -> the labelled fix flags diag does not suggest, and why
 FIX_GAPS = {
