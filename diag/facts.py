@@ -319,6 +319,8 @@ def _model(f: Facts, model_config: str | None = None) -> None:
         return
     f.model = _model_spec(knowledge, f, model_config)
     name = next((g["name"] for g in f.gpus if g.get("name") and g["name"] != "ERR!"), None)
+    # sglang.check_env's 'GPU 0: Tesla T4' when no nvidia-smi snapshot names the GPU
+    name = name or next((e.data["name"] for e in f.of_kind("gpu_info") if e.data.get("name")), None)
     mib = next((g["memory_total_mib"] for g in f.gpus if g.get("memory_total_mib")), None)
     if mib is None and f.gpu_total_gib:
         mib = int(f.gpu_total_gib * 1024)
@@ -739,6 +741,15 @@ def _frames_speculative(f: Facts) -> bool:
     return False
 
 
+def _compute_capability(f: Facts) -> float | None:
+    from .numbers import to_float
+    cc = next((e.data["compute_capability"] for e in f.of_kind("gpu_info") if e.data.get("compute_capability")), None)
+    if cc is None and f.gpu is not None and f.gpu.arch:
+        digits = "".join(ch for ch in f.gpu.arch if ch.isdigit())   # 'sm_75' -> 7.5, 'sm_120' -> 12.0
+        cc = f"{digits[:-1]}.{digits[-1]}" if len(digits) >= 2 else None
+    return to_float(cc) if cc else None
+
+
 def _names():
     from .memory import names
     return names
@@ -882,6 +893,8 @@ FACT_PATHS: dict[str, tuple[str, object]] = {
     "model.tp": ("the tensor-parallel size the server was started with (1 when not given)", lambda f: _tp(f)),
     "gpu.name": ("the GPU model", lambda f: getattr(f.gpu, "name", None)),
     "gpu.total_gib": ("the GPU's capacity, GiB", lambda f: f.gpu_total_gib),
+    "gpu.compute_capability": ("the GPU's compute capability (sglang.check_env's line, else the GPU catalog's arch)",
+                               lambda f: _compute_capability(f)),
     "http.count": ("HTTP access lines", lambda f: f.http.get("count")),
     "http.errors": ("HTTP lines with an error status", lambda f: f.http.get("errors")),
     "fragment": ("why the input looks like a piece of a longer log", lambda f: f.fragment),

@@ -28,7 +28,6 @@ CATEGORY_GAPS = {
     "y07-gemma3-27b-bnb4-4090-not-enough-memory": "the error line is missing and the printed numbers, with SGLang's default fraction, still leave a small pool",
     "y13-dsv4-flash-eagle-draft-weights-counted-no-kv-room": "an excerpt whose message is cut before its location line is not matched to its family",
     "y14-inkling-mtp-eighth-draft-pool-oom": "the input is the reporter's four-line summary, not SGLang's output",
-    "b07-t4-sm75-triton-map-at": "Triton's 'map::at' on an sm75 GPU is not yet read as an unsupported architecture",
     "b21-warmup-0000-host-proxy-502": "the warm-up's 502 is told in the reporter's prose, not in server output",
     "c38-mooncake-pd-tcp-writebody-bad-address": "Mooncake's transfer-engine errors are not in the catalog",
 }

@@ -68,6 +68,10 @@ RE_SIGQUIT = rx.compile(r"Received sigquit from a child process|SIGQUIT received
 RE_SCHED_DEAD = rx.compile(r"Rank (\d+) scheduler is dead|Rank (\d+) scheduler died during initialization \(exit code: (-?\d+)\)")
 RE_EXIT_CODE = rx.compile(r"^Exit code: (-?\d+)")
 RE_NCCL_VER = rx.compile(r"sglang is using nccl==([\d.]+)|NCCL version ([\d.]+)")
+# `python -m sglang.check_env` (pasted into most issue reports): 'GPU 0,1: NVIDIA H100 80GB HBM3',
+# 'GPU 0 Compute Capability: 9.0'
+RE_ENV_GPU_CC = rx.compile(r"^GPU ([\d,]{1,40}) Compute Capability: (\d{1,2})\.(\d{1,2})\s*$")
+RE_ENV_GPU_NAME = rx.compile(r"^GPU ([\d,]{1,40}): ([A-Za-z][^:]{2,80})$")
 # a failure message that a collector (or an interleaved writer) ran on after a batch line's fields:
 # 'gen throughput (token/s): 1.0, #queue-req: 0 RuntimeError: NCCL error: …'
 JOINED_TAIL = rx.compile(
@@ -635,6 +639,10 @@ class LogParser:
             self._oom_from(ev)
         elif rank is None and ts is None and msg.startswith(("CUDA Error", "CUDA error", "NCCL WARN", "NCCL error")):
             e("error", lineno, text, ts, rank, message=stripped, source="raw")
+        elif stripped.startswith("GPU ") and (m := RE_ENV_GPU_CC.match(stripped)):
+            e("gpu_info", lineno, text, ts, rank, gpus=m[1], compute_capability=f"{int(m[2])}.{int(m[3])}")
+        elif stripped.startswith("GPU ") and (m := RE_ENV_GPU_NAME.match(stripped)):
+            e("gpu_info", lineno, text, ts, rank, gpus=m[1], name=m[2].strip())
         else:
             return "plain"
         return "event"
