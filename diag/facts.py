@@ -620,15 +620,12 @@ def _cut_forward(f: Facts) -> str | None:
     return None
 
 
-SMI_FAULT = re.compile(r"ERR!|uncorrectable|remapping (?:pending|failure)|retirement pending|fallen off", re.I)
-
-
 def _smi_faults(f: Facts) -> list[dict]:
     """GPUs whose snapshot shows an error state: ERR! cells, uncorrectable ECC, pending row remaps."""
     out = []
     for snap in f.smi:
         for g in snap.gpus:
-            bad = [e for e in g.errors if SMI_FAULT.search(e)]
+            bad = g.faults()
             if bad:
                 out.append({"gpu": g.index, "name": g.name, "errors": bad, "line": g.line})
     return out
