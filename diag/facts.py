@@ -54,6 +54,7 @@ class Facts:
     batches: list[BatchSeries] = field(default_factory=list)
     ooms: list[OomInfo] = field(default_factory=list)
     readings: dict = field(default_factory=dict)
+    reading_events: dict = field(default_factory=dict)  # reading name -> the event whose message printed it (message readings)
     state: str = "unknown"
     failure_line: int | None = None
     failure_phase: P.PhaseGuess | None = None
@@ -412,8 +413,9 @@ def _message_readings(f: Facts) -> None:
         for key, value in (m.fields or {}).items():
             name = MESSAGE_READINGS.get((m.name, key))
             number = to_float(str(value).strip().rstrip(".,;:)")) if name and value is not None else None
-            if number is not None:
-                f.readings.setdefault(name, number)
+            if number is not None and name not in f.readings:
+                f.readings[name] = number
+                f.reading_events[name] = e
 
 
 def _failures(f: Facts) -> None:
