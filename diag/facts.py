@@ -564,8 +564,7 @@ def _values(f: Facts, parsers_last: list) -> None:
         v["spec.topk"] = int(topk) if topk is not None else None
     except (TypeError, ValueError):
         v["spec.topk"] = None
-    v["spec.topk_error"] = any("only supports topk = 1" in (e.data.get("message") or "") or "topk > 1" in (e.data.get("message") or "")
-                               for e in f.events)
+    v["spec.topk_error"] = any(e.data.get("spec_topk_error") for e in f.events)
     v["nccl_in_crash"] = any(("nccl" in t.lower()) for (_, n), t in f.context.items()
                              if f.failure_line is not None and abs(n - f.failure_line) <= 12)
     v["cut_forward"] = _cut_forward(f)

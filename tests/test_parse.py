@@ -461,6 +461,8 @@ def test_env_reads_architecture_and_launch_flags_are_event_data():
     assert exc[0].data["env"] == {"SGLANG_X": "1", "SGLANG_Y": ""}
     assert "architecture" not in exc[1].data           # a class SGLang says it does not support is not the model's
     assert exc[2].data["architecture"] == "Qwen3ForCausalLM"
+    assert not any(e.data.get("spec_topk_error") for e in exc)
+    assert parse("ValueError: EAGLE only supports topk = 1 here").events[0].data["spec_topk_error"] is True
     launch = next(e for e in p.events if e.kind == "launch")
     assert launch.data["flag_names"] == ["--model-path", "--tp", "--mem-fraction-static"]
 

@@ -878,8 +878,9 @@ def named_version(text: str) -> str | None:
 def _read_fields(ev: Event) -> None:
     """What an event's finished text says beyond its kind, as typed data: the env vars a message
     shows SGLang reading (`env`), the model class it names (`architecture`, not from a message
-    that says the class is not supported), the flag names of a launch command (`flag_names`), the
-    wordings that date it (`dated_*`, diag.parse.wording)."""
+    that says the class is not supported), a refusal of the speculative topk (`spec_topk_error`),
+    the flag names of a launch command (`flag_names`), the wordings that date it (`dated_*`,
+    diag.parse.wording)."""
     d = ev.data
     message = d.get("message") or ""
     if "os.environ.get(" in message:
@@ -901,6 +902,8 @@ def _read_fields(ev: Event) -> None:
                         if ev.kind == "exception" else ())):
         if found:
             d[key] = found
+    if "only supports topk = 1" in message or "topk > 1" in message:   # speculative decoding refuses the EAGLE topk
+        d["spec_topk_error"] = True
     if ev.kind == "launch" and isinstance(d.get("command"), str):
         from ..launch import split_command
         d["flag_names"] = [name for t in split_command(d["command"]) if RE_FLAG_NAME.match(name := t.split("=", 1)[0])]
