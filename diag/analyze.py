@@ -9,7 +9,6 @@ from . import facts as facts_mod
 from . import report_build
 from . import scan
 from .clean import Cleaner
-from .detect_version import explicit_version
 from .parse import smi as smi_mod
 from .parse.sglang import LogParser
 from .read import InputError, Limits, Opened, iter_lines, open_input
@@ -64,8 +63,8 @@ def _read_log(index: int, opened: Opened, info: InputInfo, explicit: list[tuple[
 
 
 class _LineSink:
-    """What happens to each line the parser is fed (by either reader): the parser, then explicit
-    version strings and nvidia-smi output embedded in the log.
+    """What happens to each line the parser is fed (by either reader): the parser (the SGLang
+    versions it finds named are collected per input), then nvidia-smi output embedded in the log.
 
     `kind` is the kind of the last batch line before this one (the fast reader knows it; None:
     the series' last row); `seen` marks a batch or access line fed because it carries a failure
@@ -81,14 +80,14 @@ class _LineSink:
     def __call__(self, lineno: int, text: str, kind: int | None = None, seen: bool = False) -> None:
         parser = self.parser
         self.chars += len(text) + 1
-        n_events = len(parser.events)
+        n_events, n_versions = len(parser.events), len(parser.versions)
         cls = parser.feed(lineno, text)
         if len(parser.events) > n_events:
             parser.batches.mark(lineno, kind)
+        if len(parser.versions) > n_versions:   # the parser's version events, with the input they came from (diag.fleet)
+            self.explicit.extend((e.line, e.data["version"]) for e in parser.versions[n_versions:])
         if cls in ("batch", "http", "blank") and not seen:
             return
-        if ("glang" in text or "SGLang" in text) and (v := explicit_version(text)):
-            self.explicit.append((lineno, v))
         if self.capture:
             self.capture.append(text)
             if len(self.capture) >= SMI_CAPTURE:

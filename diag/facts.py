@@ -1,19 +1,17 @@
 """All inputs -> one Facts object: versions, flags, model, GPUs, memory readings, failures."""
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from . import detect_version as DV
 from . import flags as F
 from . import phase as P
 from .events import Event
-from .launch import LaunchCommand, parse_launch, server_args_to_flags, split_command
-from .parse.sglang import BatchSeries, LogParser
+from .launch import LaunchCommand, parse_launch, server_args_to_flags
+from .parse import wording
+from .parse.sglang import BatchSeries, LogParser, last_line
 from . import versions as V
 from .versions import VersionRange
-
-ENV_EXPORT = re.compile(r"^(?:export\s+)?([A-Z][A-Z0-9_]{2,})=(\S*)\s*$")
 
 
 @dataclass
@@ -54,6 +52,7 @@ class Facts:
     batches: list[BatchSeries] = field(default_factory=list)
     ooms: list[OomInfo] = field(default_factory=list)
     readings: dict = field(default_factory=dict)
+    reading_events: dict = field(default_factory=dict)  # reading name -> the event whose message printed it (message readings)
     state: str = "unknown"
     failure_line: int | None = None
     failure_phase: P.PhaseGuess | None = None
@@ -134,7 +133,7 @@ def build(parsers: list[LogParser], smi_snapshots: list, explicit_versions: list
     _failures(f)
     _known_failure(f)
     _state(f, parsers)
-    _values(f, [p.last_line_text for p in parsers if p.content_lines])
+    _values(f, [_last_line(p) for p in parsers if p.content_lines])
     return f
 
 
@@ -142,14 +141,14 @@ def _versions(f: Facts, parsers, explicit, override) -> None:
     if override:
         f.version = VersionRange(exact=override, source="--sglang-version")
     else:
-        ranges = []
-        texts = [(e.line, e.text) for e in f.events if e.text]
-        texts += [(e.line, " ".join((e.data.get("message") or "").split())) for e in f.events if e.kind in ("exception", "argparse")]
-        texts += [p.first_batch for p in parsers if p.first_batch]
-        texts += [(e.line, fr.file) for e in f.events if e.kind == "exception" for fr in e.data.get("frames") or []]
-        for line, text in texts:
-            for r in DV.template_ranges(text):
-                ranges.append((line, r))
+        # the wordings the parser found dating its lines (diag.parse.wording): the lines, the messages,
+        # each input's first batch line, the files tracebacks name
+        ranges = [(e.line, r) for key in ("dated_text", "dated_message") for e in f.events for r in e.data.get(key) or ()]
+        for p in parsers:
+            if p.first_batch:
+                ranges += [(p.first_batch[0], r) for r in _first_batch_dated(p)]
+        ranges += [(e.line, r) for e in f.events for r in e.data.get("dated_frames") or ()]
+        ranges = [(line, VersionRange(low=low, high=high, source=desc)) for line, (low, high, desc) in ranges]
         ranges += _versions_from_catalog(f, parsers)
         usage = _version_from_usage(f)
         if usage:
@@ -164,6 +163,13 @@ def _versions(f: Facts, parsers, explicit, override) -> None:
     for e in f.events:
         if e.kind == "version":
             f.components[e.data["component"]] = e.data["version"]
+
+
+def _first_batch_dated(p) -> list:
+    """The wordings of an input's first batch line (the parser's; a run of an input, diag.fleet,
+    may start at a later batch line, which the parser's wording table reads the same way)."""
+    dated = getattr(p, "first_batch_dated", None)
+    return dated if dated is not None else wording.dated(p.first_batch[1])
 
 
 def _versions_from_catalog(f: Facts, parsers) -> list[tuple[int, VersionRange]]:
@@ -266,7 +272,7 @@ def _version_from_command(f: Facts) -> VersionRange | None:
     launch = next((e for e in f.events if e.kind == "launch"), None)
     if launch is None:
         return None
-    names = [t.split("=", 1)[0] for t in split_command(launch.data["command"]) if re.match(r"^--[\w-]+$", t.split("=", 1)[0])]
+    names = launch.data.get("flag_names") or []
     best = F.versions_best_accepting(names)
     if not best:
         return None
@@ -292,8 +298,8 @@ def _flags(f: Facts, launch_text: str | None) -> None:
 
 def _environment(f: Facts) -> None:
     for e in f.events:
-        for m in re.finditer(r"os\.environ\.get\('(\w+)'\)='([^']*)'", e.data.get("message", "")):
-            f.env.setdefault(m[1], m[2])
+        for name, value in (e.data.get("env") or {}).items():   # os.environ.get('X')='v' in a message (the parser)
+            f.env.setdefault(name, value)
 
 
 def _model(f: Facts, model_config: str | None = None) -> None:
@@ -302,11 +308,7 @@ def _model(f: Facts, model_config: str | None = None) -> None:
     if load_end:
         f.architecture = load_end.data["model_class"]
     else:
-        for e in f.events:
-            m = re.search(r"\b([A-Z]\w+(?:ForCausalLM|ForConditionalGeneration))\b", e.data.get("message", "") or "")
-            if m and "not supported" not in e.data.get("message", ""):
-                f.architecture = m[1]
-                break
+        f.architecture = next((e.data["architecture"] for e in f.events if e.data.get("architecture")), None)
     for s in f.smi:
         f.gpus.extend(s.gpus_facts())
         f.gpu_processes.extend(s.processes_facts())
@@ -416,8 +418,9 @@ def _message_readings(f: Facts) -> None:
         for key, value in (m.fields or {}).items():
             name = MESSAGE_READINGS.get((m.name, key))
             number = to_float(str(value).strip().rstrip(".,;:)")) if name and value is not None else None
-            if number is not None:
-                f.readings.setdefault(name, number)
+            if number is not None and name not in f.readings:
+                f.readings[name] = number
+                f.reading_events[name] = e
 
 
 @dataclass
@@ -579,27 +582,18 @@ def _state(f: Facts, parsers) -> None:
             break
 
 
-# Message templates whose full form is known: a last line that starts one but lacks its end was cut.
-CUT_TEMPLATES = [
-    (re.compile(r"Of the allocated memory"), re.compile(r"Of the allocated memory [\d.]+ \w+ is allocated by PyTorch")),
-    (re.compile(r"It usually means the child"), re.compile(r"It usually means the child failed\.")),
-    (re.compile(r"(?:Decode|Prefill) batch[ .,\[]"), re.compile(r"#queue-req: \d+")),
-]
-
-
 def _message_cut(f: Facts, parser: LogParser) -> bool:
-    """The paste ends inside a message: brackets left open, or a known template without its end."""
-    last = parser.last_line_text.rstrip()
-    if not last:
-        return False
-    if any(e.data.get("cut") for e in parser.events[-3:]):     # the catalog matched only its leading part
-        return True
-    if any(last.count(a) > last.count(b) for a, b in ("()", "[]", "{}")):
-        return True
-    return any(start.search(last) and not full.search(last) for start, full in CUT_TEMPLATES)
+    """The paste ends inside a message (the parser's reading of its last line)."""
+    return _last_line(parser).cut
 
 
-def _values(f: Facts, parsers_last: list[str]) -> None:
+def _last_line(parser):
+    """The parser's reading of an input's last line (a run of one, diag.fleet, is read the same way)."""
+    read = getattr(parser, "last_line", None)
+    return read if read is not None else last_line(parser.last_line_text, parser.events[-3:])
+
+
+def _values(f: Facts, parsers_last: list) -> None:
     v = f.values
     v["state"] = f.state
     v["failure_phase"] = f.failure_phase.phase if f.failure_phase else None
@@ -611,8 +605,7 @@ def _values(f: Facts, parsers_last: list[str]) -> None:
         v["spec.topk"] = int(topk) if topk is not None else None
     except (TypeError, ValueError):
         v["spec.topk"] = None
-    v["spec.topk_error"] = any("only supports topk = 1" in (e.data.get("message") or "") or "topk > 1" in (e.data.get("message") or "")
-                               for e in f.events)
+    v["spec.topk_error"] = any(e.data.get("spec_topk_error") for e in f.events)
     v["nccl_in_crash"] = any(("nccl" in t.lower()) for (_, n), t in f.context.items()
                              if f.failure_line is not None and abs(n - f.failure_line) <= 12)
     v["cut_forward"] = _cut_forward(f)
@@ -630,19 +623,18 @@ def _values(f: Facts, parsers_last: list[str]) -> None:
     v["launch.conflicts"] = conflicts
 
 
-def _log_end(f: Facts, last_texts: list[str]) -> dict:
+def _log_end(f: Facts, last: list) -> dict:
     """How the (last) log ends: on a batch line, cut mid-line or not, and that batch's size."""
     out = {"end.batch": None, "end.cut": False, "end.new_tokens": None, "end.line": None}
     b = next((s for s in reversed(f.batches) if len(s)), None)
-    last = last_texts[-1] if last_texts else ""
-    if b is None or not last or not re.search(r"(?:Prefill|Decode) batch", last):
+    end = last[-1] if last else None
+    if b is None or end is None or not end.batch:
         return out
     row = b.last()
     out["end.batch"] = "decode" if row["kind"] == 1 else "prefill"
-    out["end.cut"] = "#queue-req" not in last
+    out["end.cut"] = end.batch_cut
     out["end.line"] = row["line"]
-    m = re.search(r"#new-token: (\d+)", last)
-    out["end.new_tokens"] = int(m[1]) if m else None
+    out["end.new_tokens"] = end.new_tokens
     return out
 
 
@@ -661,15 +653,12 @@ def _cut_forward(f: Facts) -> str | None:
     return None
 
 
-SMI_FAULT = re.compile(r"ERR!|uncorrectable|remapping (?:pending|failure)|retirement pending|fallen off", re.I)
-
-
 def _smi_faults(f: Facts) -> list[dict]:
     """GPUs whose snapshot shows an error state: ERR! cells, uncorrectable ECC, pending row remaps."""
     out = []
     for snap in f.smi:
         for g in snap.gpus:
-            bad = [e for e in g.errors if SMI_FAULT.search(e)]
+            bad = g.faults()
             if bad:
                 out.append({"gpu": g.index, "name": g.name, "errors": bad, "line": g.line})
     return out

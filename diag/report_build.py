@@ -9,7 +9,6 @@ function here, so a change of the facts object is one place to follow.
 from __future__ import annotations
 
 import datetime
-import re
 
 from . import commands
 from .memory.provenance import ITEM_KEYS
@@ -37,9 +36,6 @@ STEP_READINGS = {
 }
 CAPACITY_READINGS = ("max_total_num_tokens", "max_running_requests", "context_len", "available_gpu_mem_gib")
 OOM_READINGS = ("oom_total_gib", "oom_free_gib", "oom_tried_gib", "oom_process_gib")
-MESSAGE_READINGS = {"mem_fraction_static": r"mem_fraction_static=[\d.]+",
-                    "suggested_fraction": r"Raise --mem-fraction-static above", "min_viable_fraction": r"Raise --mem-fraction-static above",
-                    "mamba_total_rest_gib": r"total_rest_memory=", "mamba_per_req_mib": r"mamba_cache_per_req="}
 INTERNAL_SOURCES = {"log": "log", "nvidia-smi": "nvidia-smi", "model": "model-catalog", "flags": "launch-command",
                     "sglang-default": "default", "estimate": "estimate"}
 
@@ -92,6 +88,11 @@ def _facts_server_args_event(facts):
     return facts.server_args_event
 
 
+def _facts_reading_events(facts) -> dict:
+    """Memory reading name -> the event whose message printed it (the readings facts take from messages)."""
+    return facts.reading_events
+
+
 def _facts_ooms(facts) -> list:
     return [o.event for o in facts.ooms]
 
@@ -116,8 +117,10 @@ def clip(text: str, limit: int) -> tuple[str, int]:
     if len(text) <= limit:
         return text, 0
     kept = text[:limit]
-    if not text[limit].isspace() and (m := re.search(r"\s\S*\Z", kept)) and m.start() > 0:
-        kept = kept[:m.start()]
+    if not text[limit].isspace():
+        space = next((i for i in range(len(kept) - 1, -1, -1) if kept[i].isspace()), -1)   # the last space of the part kept
+        if space > 0:
+            kept = kept[:space]
     return kept, len(text) - len(kept)
 
 
@@ -158,10 +161,8 @@ def reading_lines(facts) -> dict[str, tuple[int, int]]:
     total = next((o for o in ooms if o.data.get("total_gib")), None)
     if total is not None:  # the GPU total the facts take from the first OOM message that prints one
         out["gpu_total_gib"] = (total.input, total.line)
-    for name, pattern in MESSAGE_READINGS.items():
-        hit = next((e for e in events if re.search(pattern, e.data.get("message", "") or "")), None)
-        if hit is not None:
-            out[name] = (hit.input, hit.line)
+    for name, ev in _facts_reading_events(facts).items():   # a figure read from a message: that message's line
+        out[name] = (ev.input, ev.line)
     return out
 
 

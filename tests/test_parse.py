@@ -9,6 +9,7 @@ from diag import detect_version as DV
 from diag import flags as F
 from diag.clean import Cleaner
 from diag.launch import parse_launch, parse_server_args, server_args_to_flags
+from diag.parse import sglang as SG
 from diag.parse.sglang import LogParser, parse_oom_numbers
 from diag.read import Opened, iter_lines, open_input
 from diag.versions import VersionRange
@@ -234,16 +235,24 @@ Killed""")
 def test_version_named_outright():
     for text, v in [("pip: sglang==0.5.5", "0.5.5"), ("image lmsysorg/sglang:v0.5.10.post1-cu129", "0.5.10.post1"),
                     ("SGLang v0.5.13 ready", "0.5.13")]:
-        assert DV.explicit_version(text) == v
-    assert DV.explicit_version("sglang-router 0.2.1") is None
+        assert SG.named_version(text) == v
+    assert SG.named_version("sglang-router 0.2.1") is None
+    assert SG.named_version("sglang==0.5.5.1") is None      # not followed by a digit or a dot
 
 
-def test_version_from_templates_intersects():
-    ranges = [(1, r) for text in ["[x TP0] Load weight end. elapsed=35.92 s, type=X, avail mem=1 GB, mem usage=2 GB.",
-                                  "[x TP0] KV Cache is allocated. #tokens: 10, K size: 1 GB, V size: 1 GB"]
-              for r in DV.template_ranges(text)]
-    rng, lines, note = DV.combine([], ranges)
-    assert (rng.low, rng.high) == ("0.5.10", "0.5.12") and not note
+def test_version_named_outright_is_a_version_event_not_an_sglang_line():
+    p = parse("pip install sglang==0.5.6\nsomething else\n[2026-01-01 00:00:00] Decode batch, #running-req: 1, sglang==0.4.0")
+    assert [(e.kind, e.line, e.data) for e in p.versions] == [("version", 1, {"component": "sglang", "version": "0.5.6"})]
+    assert not list(p.events)      # a line that names a version is no event (and the batch line is not read for one)
+
+
+def test_version_from_wordings_intersects():
+    p = parse("[2026-01-01 00:00:00 TP0] Load weight end. elapsed=35.92 s, type=X, avail mem=1 GB, mem usage=2 GB.\n"
+              "[2026-01-01 00:00:01 TP0] KV Cache is allocated. #tokens: 10, K size: 1 GB, V size: 1 GB")
+    dated = [(e.line, VersionRange(low=lo, high=hi, source=d)) for e in p.events for lo, hi, d in e.data.get("dated_text", ())]
+    assert len(dated) == 2
+    rng, lines, note = DV.combine([], dated)
+    assert (rng.low, rng.high) == ("0.5.10", "0.5.12") and not note and lines == [1, 2]
 
 
 def test_catalog_for_unknown_and_in_between_versions():
@@ -435,3 +444,35 @@ def test_an_exception_keeps_its_match_when_a_nested_line_matches_better():
     exc = next(e for e in p.events if e.kind == "exception")
     assert exc.msg.id == "ninja.not_installed"
     assert any(e.kind == "message" and e.msg.name == "launcher.sigquit" for e in p.events)
+
+
+# -- what an event's text says, read by the parser once (facts read the typed data) ---------------
+
+def test_env_reads_architecture_and_launch_flags_are_event_data():
+    p = parse("RuntimeError: bad value os.environ.get('SGLANG_X')='1' and os.environ.get('SGLANG_Y')='' "
+              "os.environ.get('SGLANG_X')='2'\n"
+              "\n"
+              "ValueError: Model architectures ['Glm4ForCausalLM'] are not supported for now.\n"
+              "\n"
+              "AssertionError: Qwen3ForCausalLM needs a config\n"
+              "\n"
+              "python -m sglang.launch_server --model-path m --tp 2 --mem-fraction-static=0.8 x --not\\ a-flag")
+    exc = [e for e in p.events if e.kind == "exception"]
+    assert exc[0].data["env"] == {"SGLANG_X": "1", "SGLANG_Y": ""}
+    assert "architecture" not in exc[1].data           # a class SGLang says it does not support is not the model's
+    assert exc[2].data["architecture"] == "Qwen3ForCausalLM"
+    assert not any(e.data.get("spec_topk_error") for e in exc)
+    assert parse("ValueError: EAGLE only supports topk = 1 here").events[0].data["spec_topk_error"] is True
+    launch = next(e for e in p.events if e.kind == "launch")
+    assert launch.data["flag_names"] == ["--model-path", "--tp", "--mem-fraction-static"]
+
+
+def test_last_line_reading():
+    assert SG.last_line("Of the allocated memory 3.1 GiB is allocated by PyTorch", []).cut is False
+    assert SG.last_line("Of the allocated memory 3.1 GiB is allo", []).cut is True
+    assert SG.last_line("call(a, [b", []).cut is True
+    end = SG.last_line("[2026-01-01 00:00:00 TP0] Decode batch, #running-req: 3, #token: 10, #new-token: 7, gen throughput", [])
+    assert (end.cut, end.batch, end.batch_cut, end.new_tokens) == (True, True, True, 7)
+    end = SG.last_line("[2026-01-01 00:00:00 TP0] Prefill batch, #new-seq: 1, #new-token: 12, #queue-req: 0", [])
+    assert (end.cut, end.batch, end.batch_cut, end.new_tokens) == (False, True, False, 12)
+    assert SG.last_line("", []) == SG.LastLine()

@@ -330,3 +330,22 @@ def test_gpu_memory_samples_keep_the_peaks(tmp_path):
     assert max(s["used_mib"] for s in g["samples"] if s["gpu"] == 1) == 90_000
     assert g["range"] == [0.0, 2999.0]
     assert all(not math.isnan(s["at"]) for s in g["samples"])
+
+
+def test_a_reading_from_a_message_cites_the_line_that_printed_it(tmp_path):
+    """The fraction a refusal prints is read once (the catalog's fields, facts) and keeps its line,
+    whichever spelling the message uses ('--mem-fraction-static=0.5' as well as 'mem_fraction_static=')."""
+    from diag.report_build import reading_lines
+    log = tmp_path / "s.log"
+    log.write_text("[2026-03-02 09:12:40 TP0] Load weight begin. avail mem=93.80 GB\n"
+                   "[2026-03-02 09:13:30 TP0] Load weight end. elapsed=50.10 s, type=Qwen3_5ForConditionalGeneration, "
+                   "avail mem=42.10 GB, mem usage=51.70 GB.\n"
+                   "ValueError: Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=0.5. "
+                   "Raise --mem-fraction-static above 0.552 (minimum viable = 1 - available/pre = 0.5512). "
+                   "If using speculative decoding, draft weights are now counted.\n")
+    report, facts = analyze_with_facts([str(log)])
+    assert facts.readings["mem_fraction_static"] == 0.5 and facts.readings["min_viable_fraction"] == 0.5512
+    at = reading_lines(facts)
+    assert at["mem_fraction_static"] == at["min_viable_fraction"] == at["suggested_fraction"] == (0, 3)
+    sources = report.findings[0].memory["sources"]
+    assert sources["mem_fraction_static"]["at"] == [{"input": 0, "line": 3}]

@@ -330,3 +330,11 @@ def test_long_lines_cost_linear_time():
     find_smi_blocks(lines)
     looks_like_smi("\n".join(lines))
     assert time.perf_counter() - t0 < 1.0
+
+
+def test_faults_are_the_errors_that_show_an_error_state():
+    from diag.parse.smi import SmiGpu
+    g = SmiGpu(0, "H100", 81559, 10, errors=["ERR! in power", "volatile uncorrectable ECC errors: 2", "Remapping Pending: yes",
+                                             "page retirement pending", "GPU has fallen off the bus", "fan N/A"])
+    assert g.faults() == g.errors[:5]
+    assert SmiGpu(1, "H100", 81559, 10, errors=["fan N/A"]).faults() == []

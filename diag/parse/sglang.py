@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from ..events import Event, EventStore, Frame, Traceback
 from .batches import NAN, BatchSeries, ts_seconds as _ts_seconds  # noqa: F401  (re-exported)
 from .. import rx
+from . import wording
 from ..numbers import to_float, to_int
 
 RE_FIELDS = rx.compile(r"(\w+)=([\d.]+)")
@@ -72,6 +73,25 @@ RE_NCCL_VER = rx.compile(r"sglang is using nccl==([\d.]+)|NCCL version ([\d.]+)"
 # 'GPU 0 Compute Capability: 9.0'
 RE_ENV_GPU_CC = rx.compile(r"^GPU ([\d,]{1,40}) Compute Capability: (\d{1,2})\.(\d{1,2})\s*$")
 RE_ENV_GPU_NAME = rx.compile(r"^GPU ([\d,]{1,40}): ([A-Za-z][^:]{2,80})$")
+# an SGLang version named outright ('sglang==0.5.6', 'SGLang v0.5.4', 'lmsysorg/sglang:v0.5.9'): what the
+# lookarounds said is checked in named_version (no sglang-router / -kernel / -diffusion package, and the
+# version not followed by a digit or a dot)
+RE_NAMED_VERSION = rx.compile(
+    r"\bsglang(?P<other>[-_](?:router|kernel|diffusion))?(?:==|[-_ ]?v|:v|[-_ ]|\s+version[:=]?\s*|\s+v)"
+    r"(\d+\.\d+\.\d+(?:\.?post\d+|rc\d+)?)", rx.IGNORECASE)
+# what a message says about the process: os.environ.get('X')='v' (an env var SGLang read), a model class
+RE_ENV_READ = rx.compile(r"os\.environ\.get\('(\w+)'\)='([^']*)'")
+RE_ARCHITECTURE = rx.compile(r"\b([A-Z]\w+(?:ForCausalLM|ForConditionalGeneration))\b")
+RE_FLAG_NAME = rx.compile(r"^--[\w-]+$")
+# the end of the last line of a paste: message templates whose full form is known (a last line that
+# starts one but lacks its end was cut), and a batch line's fields
+CUT_TEMPLATES = [
+    (rx.compile(r"Of the allocated memory"), rx.compile(r"Of the allocated memory [\d.]+ \w+ is allocated by PyTorch")),
+    (rx.compile(r"It usually means the child"), rx.compile(r"It usually means the child failed\.")),
+    (rx.compile(r"(?:Decode|Prefill) batch[ .,\[]"), rx.compile(r"#queue-req: \d+")),
+]
+RE_BATCH_WORDS = rx.compile(r"(?:Prefill|Decode) batch")
+RE_NEW_TOKEN = rx.compile(r"#new-token: (\d+)")
 # a failure message that a collector (or an interleaved writer) ran on after a batch line's fields:
 # 'gen throughput (token/s): 1.0, #queue-req: 0 RuntimeError: NCCL error: …'
 JOINED_TAIL = rx.compile(
@@ -222,6 +242,10 @@ class LogParser:
         self._marks_first: list[int] = []
         self._marks_last: deque[int] = deque(maxlen=self.MARKS)
         self._context_cap = self.CONTEXT_CAP
+        # SGLang versions the log names outright ('sglang==0.5.6'): version events of their own, not
+        # in `events` (a line that only names a version is no SGLang line), in line order
+        self.versions: list[Event] = []
+        self.first_batch_dated: list = []     # the wordings that date the first batch line (diag.parse.wording)
 
     # -- public ------------------------------------------------------------------
     def feed(self, lineno: int, text: str) -> str:
@@ -244,6 +268,9 @@ class LogParser:
         cls = self._classify(lineno, text, ts, rank, msg)
         if len(self.events) > n_events:
             self.mark(lineno)
+        if cls not in ("batch", "http") and ("glang" in text or "SGLang" in text) and (v := named_version(text)):
+            self.versions.append(Event("version", self.input, lineno, text, rank=rank, ts=ts,
+                                       data={"component": "sglang", "version": v}))
         self._last = (lineno, text, ts, rank, msg.strip(), cls)
         self._recent.append((lineno, text))
         return cls
@@ -305,6 +332,14 @@ class LogParser:
         for n, t in self._tail:
             self.context[n] = t
         self.batches.finish()
+        for ev in self.events:
+            _read_fields(ev)
+        self.first_batch_dated = wording.dated(self.first_batch[1]) if self.first_batch else []
+
+    @property
+    def last_line(self) -> "LastLine":
+        """How the input ends (its last content line read once)."""
+        return last_line(self.last_line_text, self.events[-3:])
 
     # -- the fast reader (diag/scan.py) ----------------------------------------------------
     def skip(self, gap) -> None:
@@ -836,6 +871,79 @@ def _complete_exception_name(prefix: str) -> str | None:
         if name.startswith(prefix) or name.rsplit(".", 1)[-1].startswith(prefix):
             return name
     return None
+
+
+def named_version(text: str) -> str | None:
+    """The SGLang version a line names outright ('sglang==0.5.6'), or None."""
+    for m in RE_NAMED_VERSION.finditer(text):
+        end = m.end()
+        if m["other"] or (end < len(text) and (text[end].isdigit() or text[end] == ".")):
+            continue
+        return m[2]
+    return None
+
+
+def _read_fields(ev: Event) -> None:
+    """What an event's finished text says beyond its kind, as typed data: the env vars a message
+    shows SGLang reading (`env`), the model class it names (`architecture`, not from a message
+    that says the class is not supported), a refusal of the speculative topk (`spec_topk_error`),
+    the flag names of a launch command (`flag_names`), the wordings that date it (`dated_*`,
+    diag.parse.wording)."""
+    d = ev.data
+    message = d.get("message") or ""
+    if "os.environ.get(" in message:
+        env = {}
+        for m in RE_ENV_READ.finditer(message):
+            env.setdefault(m[1], m[2])
+        if env:
+            d["env"] = env
+    if ("ForCausalLM" in message or "ForConditionalGeneration" in message) and "not supported" not in message:
+        m = RE_ARCHITECTURE.search(message)
+        if m:
+            d["architecture"] = m[1]
+    # the wordings that date the log: of the line, of an exception's or argparse's message (wrapped
+    # lines read as one), of the files a traceback names
+    for key, found in (("dated_text", wording.dated(ev.text) if ev.text else ()),
+                       ("dated_message", wording.dated(" ".join(message.split()))
+                        if ev.kind in ("exception", "argparse") else ()),
+                       ("dated_frames", [r for fr in d.get("frames") or () for r in wording.dated(fr.file)]
+                        if ev.kind == "exception" else ())):
+        if found:
+            d[key] = found
+    if "only supports topk = 1" in message or "topk > 1" in message:   # speculative decoding refuses the EAGLE topk
+        d["spec_topk_error"] = True
+    if ev.kind == "launch" and isinstance(d.get("command"), str):
+        from ..launch import split_command
+        d["flag_names"] = [name for t in split_command(d["command"]) if RE_FLAG_NAME.match(name := t.split("=", 1)[0])]
+
+
+@dataclass
+class LastLine:
+    """The last content line of an input, read: cut in the middle of a message (`cut`), a batch
+    line (`batch`) with its queue field missing (`batch_cut`) and its #new-token count."""
+    cut: bool = False
+    batch: bool = False
+    batch_cut: bool = False
+    new_tokens: int | None = None
+
+
+def last_line(text: str, last_events) -> LastLine:
+    """Read the last content line (`text`) with the input's last few events: the paste stops in the
+    middle of a message when the catalog matched only the leading part of one, brackets are left
+    open, or a known template lacks its end."""
+    last = text.rstrip()
+    out = LastLine()
+    if not last:
+        return out
+    out.cut = any(e.data.get("cut") for e in last_events) \
+        or any(last.count(a) > last.count(b) for a, b in ("()", "[]", "{}")) \
+        or any(start.search(last) and not full.search(last) for start, full in CUT_TEMPLATES)
+    if RE_BATCH_WORDS.search(last):
+        out.batch = True
+        out.batch_cut = "#queue-req" not in last
+        m = RE_NEW_TOKEN.search(last)
+        out.new_tokens = int(m[1]) if m else None
+    return out
 
 
 # catalog event kinds that do not make an event of their own (the parser's milestones cover start-up)

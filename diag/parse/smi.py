@@ -30,6 +30,15 @@ class SmiGpu:
     errors: list[str] = field(default_factory=list)
     line: int | None = None
 
+    def faults(self) -> list[str]:
+        """The errors that show the GPU in an error state: ERR! cells, uncorrectable ECC, pending
+        or failed row remaps, page retirement pending, a GPU fallen off the bus."""
+        return [e for e in self.errors if FAULT.search(e)]
+
+
+# the words of an error that is a fault of the GPU (not a note about a missing field)
+FAULT = rx.compile(r"ERR!|uncorrectable|remapping (?:pending|failure)|retirement pending|fallen off", rx.IGNORECASE)
+
 
 @dataclass
 class SmiProcess:
