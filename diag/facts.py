@@ -718,6 +718,23 @@ def _other_share(f: Facts):
     return o.other_gib / total
 
 
+TRANSFER_FILES = ("transport", "transfer_engine", "mooncake", "nixl", "rdma")
+
+
+class _NoEvent:
+    data: dict = {}
+
+
+_NOEV = _NoEvent()
+
+
+def _transfer_error(f: Facts):
+    for e in f.of_kind("error"):
+        if e.data.get("source") == "glog" and any(w in (e.data.get("file") or "").lower() for w in TRANSFER_FILES):
+            return e
+    return None
+
+
 SPEC_WORDS = ("eagle", "speculative", "spec_", "ngram", "mtp", "draft")
 
 
@@ -806,6 +823,9 @@ FACT_PATHS: dict[str, tuple[str, object]] = {
                             lambda f: f.failure_phase.basis if f.failure_phase else None),
     "failure.line": ("the line of the first failure", lambda f: f.failure_line),
     "failure.event": ("the first failure (its line is quoted)", lambda f: f.failure_event),
+    "failure.text": ("the first failure's message (its line without the log prefix), at most 200 characters",
+                     lambda f: ((f.failure_event.data.get("message") or f.failure_event.text).strip()[:200] or None)
+                     if f.failure_event else None),
     "failure.exception": ("the type of the first exception", lambda f: f.failure_event.data.get("type") if f.failure_event else None),
     "failure.subsystem": ("the part of SGLang the innermost SGLang frame is in (memory pool, CUDA graph runner, "
                           "speculative worker, Mamba state cache, attention backend, model loader, server-args validation, ...)",
@@ -871,6 +891,13 @@ FACT_PATHS: dict[str, tuple[str, object]] = {
     "model.quantized": ("the checkpoint's weights are quantized (fp8, awq, ...)",
                         lambda f: (f.model.weight_quant is not None) if f.model is not None else
                         (True if f.flag("--quantization") else None)),
+    "transfer.error": ("the first error record of a KV-transfer engine's transport (Mooncake's, NIXL's glog lines)",
+                       lambda f: _transfer_error(f)),
+    "transfer.message": ("its message (after the glog prefix), at most 160 characters",
+                         lambda f: (_transfer_error(f) or _NOEV).data.get("message", "")[:160] or None),
+    "transfer.file": ("the transport source file that reported it", lambda f: (_transfer_error(f) or _NOEV).data.get("file")),
+    "transfer.efault": ("its error is EFAULT ('Bad address'): a device pointer handed to a host-memory transport",
+                        lambda f: bool(_transfer_error(f)) and "Bad address" in _transfer_error(f).data.get("message", "")),
     "frames.speculative": ("a traceback of the log passes through speculative decoding (a draft worker, EAGLE, MTP)",
                            lambda f: _frames_speculative(f)),
     "model.name_params_b": ("billions of parameters the model's name states ('…-70B'), for a model the catalog lacks",

@@ -29,7 +29,6 @@ CATEGORY_GAPS = {
     "y13-dsv4-flash-eagle-draft-weights-counted-no-kv-room": "an excerpt whose message is cut before its location line is not matched to its family",
     "y14-inkling-mtp-eighth-draft-pool-oom": "the input is the reporter's four-line summary, not SGLang's output",
     "b21-warmup-0000-host-proxy-502": "the warm-up's 502 is told in the reporter's prose, not in server output",
-    "c38-mooncake-pd-tcp-writebody-bad-address": "Mooncake's transfer-engine errors are not in the catalog",
 }
 # case -> the labelled fix flags diag does not suggest, and why
 FIX_GAPS = {

@@ -25,6 +25,8 @@ PREFIX = rx.compile(r"^\[(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)((?: (?:
 OLD_PREFIX = rx.compile(r"^\[(?:gpu_id|gpu|rank|tp_rank)=(\d+)\]\s?")          # 0.2/0.3 era
 RAY_TAG = rx.compile(r"^\[(TP\d+)\]\s")                                         # 0.5.23 Ray actor, before logging
 TORCH_RANK = rx.compile(r"^\[rank(\d+)\]:\[([EWIF])\d+ [\d:.]+ [^\]]+\]\s?")   # c10 logging
+# glog (C++ components: Mooncake's transfer engine, gRPC, XLA): 'E0520 06:53:47.272128 18592 tcp_transport.cpp:136] msg'
+GLOG = rx.compile(r"^([EFWI])(\d{4}) (\d\d:\d\d:\d\d(?:\.\d{1,9})?)\s+\d{1,10} ([\w.+-]{1,120}):(\d{1,7})\] ?")
 PY_LOGGING = rx.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[,.]\d+ - (\w+) - ")   # python logging default
 
 FRAME = rx.compile(r'^\s*File "([^"]+)", line (\d+), in (\S+)')
@@ -229,6 +231,7 @@ class LogParser:
         self._tb_chain_next = False
         self._exc: Event | None = None       # exception whose message may continue on the next lines
         self._pyspy: Event | None = None
+        self._glog: tuple[str, str] | None = None   # (level, source file) of a glog record line
         self._usage: Event | None = None   # an argparse usage block lists the flags that release accepts
         self._launch: Event | None = None  # a launch command that goes on over the next lines (\ or an open quote)
         self._batch_rank: str | None = None
@@ -262,6 +265,7 @@ class LogParser:
             return "blank"
         self.content_lines += 1
         self.last_line_text = text
+        self._glog = None
         ts, rank, msg = self._split_prefix(text)
         self.last_msg = msg
         n_events = len(self.events)
@@ -414,6 +418,9 @@ class LogParser:
             m = PY_LOGGING.match(text)
             if m:
                 return None, None, text[m.end():]
+        elif c in "EF" and (m := GLOG.match(text)):
+            self._glog = (m[1], m[4])     # an error or fatal record of a C++ component: an event of its own
+            return None, None, text[m.end():]
         return None, None, text
 
     # -- classification ------------------------------------------------------------
@@ -674,6 +681,9 @@ class LogParser:
             self._oom_from(ev)
         elif rank is None and ts is None and msg.startswith(("CUDA Error", "CUDA error", "NCCL WARN", "NCCL error")):
             e("error", lineno, text, ts, rank, message=stripped, source="raw")
+        elif self._glog is not None:
+            level, source = self._glog
+            e("error", lineno, text, ts, rank, message=stripped, source="glog", level=level, file=source)
         elif stripped.startswith("GPU ") and (m := RE_ENV_GPU_CC.match(stripped)):
             e("gpu_info", lineno, text, ts, rank, gpus=m[1], compute_capability=f"{int(m[2])}.{int(m[3])}")
         elif stripped.startswith("GPU ") and (m := RE_ENV_GPU_NAME.match(stripped)):
