@@ -183,7 +183,10 @@ def _versions_from_catalog(f: Facts, parsers) -> list[tuple[int, VersionRange]]:
     out: list[tuple[int, VersionRange]] = []
     seen: set = set()
     # what SGLang printed: not a command line someone ran (its flags may be the rejected ones)
-    texts = [(e.line, e.data.get("message") or e.text) for e in f.events if e.msg is not None and e.kind != "launch"]
+    # and SGLang's own: a line the catalog files under another component (torch's OOM text, which a
+    # later SGLang also quotes in its source) dates nothing
+    texts = [(e.line, e.data.get("message") or e.text) for e in f.events
+             if e.msg is not None and e.kind != "launch" and e.msg.component == "sglang"]
     texts += [p.first_batch for p in parsers if p.first_batch]      # batch lines changed their wording too
     for line, text in texts:
         text = " ".join((text or "").split())          # a message wrapped over lines reads as one

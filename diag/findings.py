@@ -65,10 +65,15 @@ def _spell(finding: Finding, facts, strict: bool) -> None:
                 finding.confidence_notes.append(msg)
                 continue
             for name, value in spelled:
+                canon = name
+                written = getattr(facts.launch, "written", None) or {}
+                if written.get(name, name) != name:
+                    # the command spells this flag another way its SGLang accepts (--tp for --tp-size): keep that spelling
+                    name = written[name]
                 if (name, fix.option) in seen:
                     continue
                 seen.add((name, fix.option))
-                out.append(Fix(flag=name, value=value if fix.action != "remove" else None, was=_was(facts, name, fix),
+                out.append(Fix(flag=name, value=value if fix.action != "remove" else None, was=_was(facts, canon, fix),
                                why=fix.why, action=fix.action, option=fix.option, direction=fix.direction))
         elif fix.env:
             if cat and not cat.has_env(fix.env):
