@@ -1,6 +1,6 @@
 """Chat-paste and log-collector clean-up, line by line, keeping the original line numbers.
 
-What is removed: ANSI colour codes, code fences, `> ` quote markers, prefixes added by
+What is removed: ANSI colour codes, code fences, the backticks of a line pasted as inline code, `> ` quote markers, prefixes added by
 docker compose, docker/kubectl --timestamps, kubectl --prefix, journald, srun --label,
 Ray (`(SchedulerActor pid=…) `) and any literal prefix shared by most lines (a log
 shipper's tag); lines a paster hard-wrapped at a fixed width are joined again.
@@ -49,6 +49,10 @@ MAJORITY = [
     QUOTE_STRIPPER,
     Stripper("timestamp", rx.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\s+"
                                      r"(?:(?:stdout|stderr)\s+[FP]\s+)?"), lambda l: l[:1].isdigit()),
+    # a cloud log console's copy (Google Cloud Logging, and the like): 'ERROR 2025-04-05T00:01:19.509514570Z msg'
+    Stripper("severity-timestamp", rx.compile(r"^(?:DEFAULT|DEBUG|INFO|NOTICE|WARNING|WARN|ERROR|CRITICAL|ALERT|EMERGENCY)\s+"
+                                              r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\s+"),
+             lambda l: l[:1].isupper()),
     Stripper("journald", rx.compile(r"^[A-Z][a-z]{2}\s+\d{1,2}\s\d\d:\d\d:\d\d\s\S+\s[^\s:\[]+(?:\[\d+\])?:\s"),
              lambda l: l[:1].isupper()),
     Stripper("srun-label", rx.compile(r"^\s{0,3}\d{1,4}:\s"), lambda l: _lead(l).isdigit()),
@@ -114,6 +118,18 @@ def _strip_ansi(line: str) -> str:
     if "\x1b" in line:
         line = ANSI.sub("", line)
     return line.rstrip("\r")
+
+
+def _inline_code(line: str) -> str:
+    """A line pasted as Markdown inline code ('`ModuleNotFoundError: No module named …`', the closing
+    backtick sometimes lost) is the line inside it."""
+    s = line.lstrip()
+    if s[:1] != "`" or s[:2] == "``":
+        return line
+    inner = s[1:]
+    if inner.endswith("`"):
+        inner = inner[:-1]
+    return inner if inner[:1].isalnum() or inner[:1] in "[(" else line
 
 
 def _fence(line: str) -> bool:
@@ -255,7 +271,7 @@ class Cleaner:
                 break
         if _fence(line):
             return None
-        return line
+        return _inline_code(line)
 
     def run(self, lines: Iterable[str]) -> Iterator[tuple[int, str]]:
         """(original line number, cleaned text) for every content line.

@@ -729,7 +729,7 @@ def write_catalog(path: Path, releases: dict, msgs: list[dict], meta: dict,
 
     # the heads: the first two words of each template, to find the message a cut line is the start of
     for (n, _k), tmpl, e in cand:
-        if e is None and tmpl:
+        if tmpl and (e is None or e.get("template") == tmpl):   # hand entries with a template too
             words = T.TOKEN.findall(T.head_text(tmpl))[:2]
             if len(words) == 2:
                 db.execute("INSERT OR IGNORE INTO heads VALUES (?,?)", (" ".join(words), n))

@@ -93,6 +93,9 @@ class Match:
     partial: bool = False                    # the text ends inside the message (a cut paste): its start matched
 
 
+TAIL_MIN = 12        # literal characters of a message cut only inside its last value
+
+
 def _prefix_cuts(template: str, text: str, limit: int = 4):
     """Where to cut a template so that its start is what a cut text shows: right after an occurrence
     (last first) of the last word of the text (3+ letters) that stands in the template's first line
@@ -113,7 +116,7 @@ def _prefix_cuts(template: str, text: str, limit: int = 4):
                 # the value right after the word ('--mem-fraction-static={mfs}.' cut after '0.9.'): the cut
                 # that takes the placeholder too comes first, so its field is read
                 brace = first.find("{", c, c + 3)
-                if brace >= 0 and first[brace:brace + 2] != "{{" and not first[c:brace].strip(" =:"):
+                if brace >= 0 and first[brace:brace + 2] != "{{" and not first[c:brace].strip(" =:'\"`(["):
                     close = first.find("}", brace)
                     if 0 < close < end:
                         yield close + 1
@@ -472,7 +475,7 @@ class Catalog:
         text, with enough literal text (PREFIX_MIN characters) to be sure. Tried only when nothing
         matched whole."""
         text = message.rstrip()
-        if len(text) < PREFIX_MIN:
+        if len(text) < TAIL_MIN:
             return None
         best = None
         for e in cands[:PREFIX_TRIES]:
@@ -480,7 +483,11 @@ class Catalog:
                 continue
             for cut in _prefix_cuts(e.template, text):
                 found = self._try_prefix(e, cut, text)
-                if found is not None and found.score >= PREFIX_MIN and (best is None or found.score > best[0]):
+                # a short message cut only in its last value ('No module named 'vllm.x', the closing quote lost)
+                # is all there: it needs no PREFIX_MIN of literal text
+                whole = not e.template[cut:].split("\n", 1)[0].strip(" '\"`).,;:]")
+                need = TAIL_MIN if whole else PREFIX_MIN
+                if found is not None and found.score >= need and (best is None or found.score > best[0]):
                     best = (found.score, found)
                     break
         return best[1] if best else None

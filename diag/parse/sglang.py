@@ -504,8 +504,9 @@ class LogParser:
             if cut:
                 return "event"
         if self._exc is not None:
-            if ts or rank or FRAME.match(msg) or STANDALONE.match(stripped):
-                self._close_exc()
+            if ts or rank or FRAME.match(msg) or STANDALONE.match(stripped) or \
+                    (stripped.startswith(("python", "sglang ", "$ ", "# ")) and ("sglang" in stripped or "launch_server" in stripped)):
+                self._close_exc()     # a new record, or a command line after the error: not its message
             else:
                 self._exc.data["message"] += "\n" + stripped
                 self._exc.end_line = lineno
