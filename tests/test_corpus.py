@@ -49,7 +49,6 @@ FIX_GAPS = {
     "042-dp-attention-prefill-runtime-oom": "capping running requests is not offered for a prefill OOM",
     "x09-glm53-flash-mamba-ping-pong-slots-exhausted": "--max-mamba-cache-size is not offered when the pool is exhausted at run time",
     "x22-dsr1-two-node-decode-retraction-messages": "capping running requests is not offered for retraction",
-    "y06-moss-ttsd-other-process-holds-21gib": "a lower fraction is not offered when another process holds the memory",
     "b01-flashinfer-sampling-no-kernel-image": "turning FlashInfer sampling off is not offered for a missing kernel image",
 } | {k: v for k, v in CATEGORY_GAPS.items() if k in (
     "x24-llava-next-72b-single-gpu-weights-oom", "y07-gemma3-27b-bnb4-4090-not-enough-memory",

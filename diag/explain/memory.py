@@ -25,7 +25,7 @@ PROVIDES = (
 OPTIONS = ("tp", "checkpoint_fp8", "checkpoint_nvfp4", "checkpoint_int4", "online_fp8", "language_only",
            "raise_fraction", "context_length", "fp8_kv", "lower_fraction", "graph_bs", "disable_graph",
            "prefill_chunk", "cap_requests_context", "cap_requests_mamba", "mamba_cache_size", "mamba_bf16",
-           "mamba_no_buffer", "fewer_draft_tokens", "no_speculative")
+           "mamba_no_buffer", "fewer_draft_tokens", "no_speculative", "share_fraction")
 LOW_FRACTION = 0.5            # a fraction this low was set by a person or a wrapper, not by SGLang
 FAR_BELOW_CONTEXT = 4096      # a request limit below this is below any current model's context
 
@@ -146,6 +146,11 @@ def explain(ctx: ExplainContext, goal: str | None = None, failure: bool = True) 
             low = _shortfall_fraction(b, mfs, missing)
             if low is not None:
                 opts.append(low)
+        other = max((o.other_gib for o in facts.ooms), default=0.0)
+        if other > 0:
+            share = M.options.share_fraction(b, mfs, other, missing)
+            if share is not None:
+                opts.append(share)
         out.options = [OptionValue(o.kind, o.cost, [dict(c) for c in o.changes], _clean(o.values), o.fits, o.order)
                        for o in opts if o.fits is not False]
     v["goal"] = goal
