@@ -44,12 +44,11 @@ CATEGORY_GAPS = {
 # case -> the labelled fix flags diag does not suggest, and why
 FIX_GAPS = {
     "021-gemma3-12b-4090-kv-buffer-alloc-oom": "a shorter --context-length is not offered for a KV-buffer allocation OOM",
-    "028-sm75-flashinfer-no-kernel-image": "the old --disable-flashinfer spelling is not offered next to the attention backend",
     "040-eagle-hicache-watchdog-pyspy-min-new-tokens": "turning hierarchical cache off is not offered for a hang in its code",
     "042-dp-attention-prefill-runtime-oom": "capping running requests is not offered for a prefill OOM",
     "x09-glm53-flash-mamba-ping-pong-slots-exhausted": "--max-mamba-cache-size is not offered when the pool is exhausted at run time",
     "x22-dsr1-two-node-decode-retraction-messages": "capping running requests is not offered for retraction",
-    "b01-flashinfer-sampling-no-kernel-image": "turning FlashInfer sampling off is not offered for a missing kernel image",
+    "b01-flashinfer-sampling-no-kernel-image": "the label's --disable-flash-sampling is no SGLang flag (the thread's spelling of --disable-flashinfer-sampling, which diag offers for releases before 0.3.6)",
 } | {k: v for k, v in CATEGORY_GAPS.items() if k in (
     "x24-llava-next-72b-single-gpu-weights-oom", "y07-gemma3-27b-bnb4-4090-not-enough-memory",
     "y13-dsv4-flash-eagle-draft-weights-counted-no-kv-room", "y14-inkling-mtp-eighth-draft-pool-oom",
