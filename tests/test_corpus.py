@@ -44,7 +44,7 @@ CATEGORY_GAPS = {
 # case -> the labelled fix flags diag does not suggest, and why
 FIX_GAPS = {
     "021-gemma3-12b-4090-kv-buffer-alloc-oom": "a shorter --context-length is not offered for a KV-buffer allocation OOM",
-    "040-eagle-hicache-watchdog-pyspy-min-new-tokens": "turning hierarchical cache off is not offered for a hang in its code",
+    "040-eagle-hicache-watchdog-pyspy-min-new-tokens": "neither the stuck stack (EAGLE verify, min_new_tokens) nor a launch command shows the hierarchical cache; only the issue title names it (diag drops it for a stack in its code or with the flag in the command)",
     "042-dp-attention-prefill-runtime-oom": "capping running requests is not offered for a prefill OOM",
     "x09-glm53-flash-mamba-ping-pong-slots-exhausted": "--max-mamba-cache-size is not offered when the pool is exhausted at run time",
     "x22-dsr1-two-node-decode-retraction-messages": "capping running requests is not offered for retraction",
