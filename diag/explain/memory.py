@@ -19,7 +19,8 @@ PROVIDES = (
     "fraction_auto", "pre_free_gib", "static_gib", "headroom_gib", "total_gib", "rest_gib", "mamba_state_gib",
     "mamba_slots", "mamba_slot_mib", "mamba_slots_per_request", "mamba_strategy", "scratch_gib", "graph_gib", "act_gib",
     "draft_tokens", "context_len", "max_running_requests", "has_options", "has.*",
-    "fallback.*", "oom_missing_gib", "table.*", "mamba_request_cap", "mamba_cap_basis", "mamba_rebalance.*", "low_fraction",
+    "fallback.*", "oom_missing_gib", "table.*", "mamba_request_cap", "mamba_cap_basis", "mamba_rebalance.*", "mamba_pool.*",
+    "low_fraction",
     "sized", "alloc.*", "retract.*", "pool_short.*", "mamba_check",
 )
 OPTIONS = ("tp", "checkpoint_fp8", "checkpoint_nvfp4", "checkpoint_int4", "online_fp8", "language_only",
@@ -169,6 +170,15 @@ def explain(ctx: ExplainContext, goal: str | None = None, failure: bool = True) 
         cap, basis_ = _mamba_request_cap(facts, ctx.hits)
         v["mamba_request_cap"], v["mamba_cap_basis"] = cap, basis_
         v["mamba_rebalance"] = _mamba_rebalance(facts, ctx.hits)
+        if v.get("mamba_check") == "runtime":
+            pool = _mamba_pool(facts, ctx.hits)
+            if pool and b is not None and b.hybrid_mamba and b.mamba_bytes_per_slot:
+                # the memory model re-checks the larger pool: the slots come out of the KV pool's share
+                _, nb = M.options._try(dep, b, "load", max_mamba_cache_size=pool["slots"])
+                pool = pool if nb.fits is not False else None
+                if pool:
+                    pool["kv_tokens_after"] = nb.max_total_num_tokens
+            v["mamba_pool"] = pool
         if v["mamba_rebalance"]:
             out.evidence.append((0, v["mamba_rebalance"]["line"], "context"))
     if facts.ooms and facts.ooms[0].basis == "milestones":
@@ -415,6 +425,40 @@ def _mamba_request_cap(facts, hits) -> tuple[int | None, str | None]:
         running = b.max_running if b.max_running == b.max_running else 0
         mrr = mrr or int(running)
     return (max(1, mrr // 2) if mrr else None), "running"
+
+
+MAMBA_POOL_GROWTH = 1.5      # a pool that ran out at run time, the wanted concurrency unknown: half as many slots again
+
+
+def _mamba_pool(facts, hits) -> dict | None:
+    """A larger --max-mamba-cache-size for a pool that ran out of slots at run time, when its size is
+    known (the message, the start-up line or the flag): the slots the wanted concurrency needs
+    (--max-running-requests, else the most requests the batch lines show running and queued) at the
+    slots each request holds, with the quarter the request cap keeps for cached prefix states; when
+    that is not more than the pool, half as many slots again. A multiple of the slots per request."""
+    slots = _int(_hit_field(hits, "pool_size", "slots", "mamba_pool_size", "max_mamba_cache_size")) or \
+        _int(facts.readings.get("mamba_cache_size")) or _int(facts.flag("--max-mamba-cache-size"))
+    if not slots:
+        return None
+    strategy = str(facts.flag("--mamba-scheduler-strategy", "--mamba-radix-cache-strategy") or "")
+    ping_pong = any("ping_pong" in (getattr(h.msg, "name", None) or "") for h in hits)   # extra_buffer's tracking slots
+    ratio, basis = (5 if "extra_buffer" in strategy or ping_pong else 3), "strategy"
+    b = _batch0(facts)
+    if b is not None and len(b):
+        last = b.last()
+        used, running = last["mamba_usage"], last["running"]
+        if used == used and running == running and running > 0:
+            ratio, basis = max(1, round(slots * used / running)), "usage"
+    want = _int(facts.flag("--max-running-requests"))
+    if not want and b is not None and len(b):
+        most = max((r + (q if q == q else 0) for r, q in zip(b.running, b.queue) if r == r), default=0)
+        want = int(most) or None
+    need = math.ceil(want * ratio / 0.75) if want else 0
+    grow = need > slots
+    new = need if grow else math.ceil(slots * MAMBA_POOL_GROWTH)
+    new = math.ceil(new / ratio) * ratio
+    return {"slots": new, "was": slots, "slots_per_request": ratio, "ratio_basis": basis,
+            "requests": want if grow else None, "growth": None if grow else True}
 
 
 def _mamba_rebalance(facts, hits) -> dict | None:
