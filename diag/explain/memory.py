@@ -266,10 +266,14 @@ def _fallbacks(facts, b, mfs: float | None) -> dict:
         chunk = b.chunked_prefill_size
     if chunk and chunk > 512:
         out["chunk"] = max(512, chunk // 2)
-    running = _int(facts.flag("--max-running-requests")) or _int(facts.readings.get("max_running_requests")) \
-        or _busiest(facts)
+    running, basis = _int(facts.flag("--max-running-requests")), "flag"
+    if not running:
+        running, basis = _int(facts.readings.get("max_running_requests")), "log"
+    if not running:
+        running, basis = _busiest(facts), "batches"
     if running and running > 1:
         out["requests"] = max(1, running // 2)
+        out["requests_from"], out["requests_basis"] = running, basis
     bs = _int(facts.flag("--cuda-graph-max-bs")) or (b.cuda_graph_max_bs if b is not None else None)
     if bs and bs > 1:
         out["graph_bs"] = max(1, bs // 2)
