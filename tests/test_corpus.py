@@ -43,7 +43,7 @@ CATEGORY_GAPS = {
 }
 # case -> the labelled fix flags diag does not suggest, and why
 FIX_GAPS = {
-    "021-gemma3-12b-4090-kv-buffer-alloc-oom": "a shorter --context-length is not offered for a KV-buffer allocation OOM",
+    "021-gemma3-12b-4090-kv-buffer-alloc-oom": "the excerpt names no model, so the KV bytes per token and the tokens the smaller pool holds are unknown (with the model given, --context-length goes down with the fraction)",
     "040-eagle-hicache-watchdog-pyspy-min-new-tokens": "neither the stuck stack (EAGLE verify, min_new_tokens) nor a launch command shows the hierarchical cache; only the issue title names it (diag drops it for a stack in its code or with the flag in the command)",
     "042-dp-attention-prefill-runtime-oom": "a traceback cut before its OOM line, with no batch line or launch command: no running count to halve (offered when either shows one)",
     "x09-glm53-flash-mamba-ping-pong-slots-exhausted": "neither the excerpt nor a launch command gives the pool's size (28 only in the reporter's compose file): no value to raise --max-mamba-cache-size from",

@@ -21,7 +21,7 @@ PROVIDES = (
     "draft_tokens", "context_len", "max_running_requests", "has_options", "has.*",
     "fallback.*", "oom_missing_gib", "table.*", "mamba_request_cap", "mamba_cap_basis", "mamba_rebalance.*", "mamba_pool.*",
     "low_fraction",
-    "sized", "alloc.*", "retract.*", "pool_short.*", "mamba_check",
+    "sized", "alloc.*", "retract.*", "pool_short.*", "mamba_check", "alloc_context.*",
 )
 OPTIONS = ("tp", "checkpoint_fp8", "checkpoint_nvfp4", "checkpoint_int4", "online_fp8", "language_only",
            "raise_fraction", "context_length", "fp8_kv", "lower_fraction", "graph_bs", "disable_graph",
@@ -159,6 +159,7 @@ def explain(ctx: ExplainContext, goal: str | None = None, failure: bool = True) 
     v["has_options"] = bool(out.options)
     v["has"] = {k: any(o.kind == k for o in out.options) for k in OPTIONS}
     v["fallback"] = _fallbacks(facts, b, mfs)
+    v["alloc_context"] = _alloc_context(facts, dep, b, phase, v["fallback"])
     v["sized"] = b is not None and bool(b.pre_load_free_gib) and b.weights_gib is not None
     v["alloc"] = _alloc(facts, ctx.hits, v["fallback"])
     v["retract"] = _retract(facts, ctx.hits, out)
@@ -242,6 +243,21 @@ def _shortfall_fraction(b, mfs: float | None, missing: float) -> "object | None"
                     {"fraction": new, "was": mfs, "graph_gib": b.cuda_graph_gib, "draft_gib": 0.0, "act_gib": b.activations_gib,
                      "extra_gib": missing, "need_gib": need - M.options.MFS_MARGIN_GIB, "margin_gib": M.options.MFS_MARGIN_GIB,
                      "pre_free_gib": pre, "freed_gib": (mfs - new) * pre}, fits=None)
+
+
+def _alloc_context(facts, dep, b, phase, fallback: dict) -> dict | None:
+    """The KV pool's own allocation ran out of memory: at the smaller fraction proposed for it, the
+    memory model's pool holds this many tokens; when that is less than the context, one request of
+    full length could not fit, so the context goes down with the fraction (a multiple of 1024)."""
+    if phase != "kv_pool" or not facts.ooms or b is None or not b.context_len or "lower_fraction" not in fallback:
+        return None
+    from .. import memory as M
+    low = float(fallback["lower_fraction"])
+    _, nb = M.options._try(dep, b, "load", mem_fraction_static=low)
+    tokens = nb.max_total_num_tokens
+    if not tokens or tokens >= b.context_len:
+        return None
+    return {"context": max(1024, tokens // 1024 * 1024), "tokens": tokens, "fraction": low, "model_context": b.context_len}
 
 
 def _fallbacks(facts, b, mfs: float | None) -> dict:
