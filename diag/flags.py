@@ -388,7 +388,7 @@ def _for_version(version: str | V.VersionRange | None) -> Catalog:
             return Catalog(inside, version.describe(),
                            f"SGLang version {version.describe()} (from {version.source or 'log templates'}); flags checked against every catalog version in that range")
         below = [v for v in all_v if version.high and V.key(v) <= V.key(version.high)]
-        pick = below[-1] if below else all_v[-1]
+        pick = below[-1] if below else (all_v[0] if version.high else all_v[-1])   # a range wholly before the catalog: its oldest release
         return Catalog([pick], version.describe(), f"SGLang version {version.describe()}; nearest catalog version {pick} used")
     exact = version.exact if isinstance(version, V.VersionRange) else version
     if exact in all_v:
