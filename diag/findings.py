@@ -58,6 +58,8 @@ def _spell(finding: Finding, facts, strict: bool) -> None:
                             f"only to {cat.label}, across which the flag changed")
                     if note not in finding.confidence_notes:
                         finding.confidence_notes.append(note)
+            if not spelled and cat and cat.legacy(fix.flag):
+                spelled = [(fix.flag, value)]          # a flag of releases before the catalog, which the log's version can be
             if not spelled:
                 msg = f"{fix.flag} does not exist in SGLang {cat.label}, so it is not suggested"
                 if strict:

@@ -42,6 +42,19 @@ RENAMES = {
 }
 
 
+# Flags of releases older than the catalog's oldest (0.4.6.post5) that a fix must still be spelled
+# with for a log of those releases: flag -> (the releases that accept it, what replaced it). The
+# ends come from the message catalog: 0.3.1-0.3.5.post2 print "The option '--disable-flashinfer'
+# will be deprecated in the next release. Please use '--attention-backend triton' instead." (and the
+# same for '--disable-flashinfer-sampling' / '--sampling-backend pytorch'), and 0.3.6 removed both;
+# FlashInfer's sampling kernels (and so the sampling switch) came with 0.1.24 ("Sampling failed,
+# fallback to top_k=1 strategy" is printed from 0.1.24 on).
+LEGACY_FLAGS: dict[str, tuple[str, str]] = {
+    "--disable-flashinfer": ("<0.3.6", "--attention-backend triton"),
+    "--disable-flashinfer-sampling": (">=0.1.24,<0.3.6", "--sampling-backend pytorch"),
+}
+
+
 # Flags people carry over from other servers (vLLM) or from SGLang releases older than the
 # catalog, and what SGLang calls the same setting. None: SGLang has no such setting (drop it).
 FOREIGN: dict[str, str | None] = {
@@ -96,6 +109,7 @@ class Catalog:
     versions: list[str]
     requested: str = "unknown"     # what the log or the user said
     note: str = ""                 # how the versions were chosen
+    found: "V.VersionRange | str | None" = None   # the version the log shows (None: unknown)
     _idx: list[int] = field(default_factory=list, repr=False)
 
     def __post_init__(self) -> None:
@@ -152,6 +166,18 @@ class Catalog:
                         switch=bool(d.get("switch")), nargs=d.get("nargs"), deprecated=deprecated,
                         replaced_by=d.get("replaced_by"), help=help_text,
                         negatable=bool(d.get("negatable")), dest=d.get("dest"))
+
+    def legacy(self, name: str) -> bool:
+        """Whether `name` is a flag of releases older than the catalog (LEGACY_FLAGS) that the log's
+        version can be (an unknown version can be any)."""
+        entry = LEGACY_FLAGS.get(name)
+        if entry is None:
+            return False
+        if self.found is None:
+            return True
+        if isinstance(self.found, str):
+            return V.parse_spec(entry[0]).contains(self.found)
+        return V.could_be(self.found, entry[0])
 
     def has_env(self, name: str) -> bool:
         entry = _data()["env"].get(name)
@@ -344,6 +370,15 @@ def _versions_in(rng: V.VersionRange) -> list[str]:
 
 def for_version(version: str | V.VersionRange | None) -> Catalog:
     """The catalog to check fixes against, with a note on how it was chosen."""
+    cat = _for_version(version)
+    if isinstance(version, V.VersionRange) and version.describe() != "unknown":
+        cat.found = version
+    elif isinstance(version, str):
+        cat.found = version
+    return cat
+
+
+def _for_version(version: str | V.VersionRange | None) -> Catalog:
     all_v = catalog_versions()
     if version is None or (isinstance(version, V.VersionRange) and version.describe() == "unknown"):
         return Catalog([all_v[-1]], "unknown", f"SGLang version not found in the input; flags checked against the newest catalog ({all_v[-1]})")
@@ -353,7 +388,7 @@ def for_version(version: str | V.VersionRange | None) -> Catalog:
             return Catalog(inside, version.describe(),
                            f"SGLang version {version.describe()} (from {version.source or 'log templates'}); flags checked against every catalog version in that range")
         below = [v for v in all_v if version.high and V.key(v) <= V.key(version.high)]
-        pick = below[-1] if below else all_v[-1]
+        pick = below[-1] if below else (all_v[0] if version.high else all_v[-1])   # a range wholly before the catalog: its oldest release
         return Catalog([pick], version.describe(), f"SGLang version {version.describe()}; nearest catalog version {pick} used")
     exact = version.exact if isinstance(version, V.VersionRange) else version
     if exact in all_v:

@@ -32,14 +32,12 @@ CATEGORY_GAPS = {
 }
 # case -> the labelled fix flags diag does not suggest, and why
 FIX_GAPS = {
-    "021-gemma3-12b-4090-kv-buffer-alloc-oom": "a shorter --context-length is not offered for a KV-buffer allocation OOM",
-    "028-sm75-flashinfer-no-kernel-image": "the old --disable-flashinfer spelling is not offered next to the attention backend",
-    "040-eagle-hicache-watchdog-pyspy-min-new-tokens": "turning hierarchical cache off is not offered for a hang in its code",
-    "042-dp-attention-prefill-runtime-oom": "capping running requests is not offered for a prefill OOM",
-    "x09-glm53-flash-mamba-ping-pong-slots-exhausted": "--max-mamba-cache-size is not offered when the pool is exhausted at run time",
-    "x22-dsr1-two-node-decode-retraction-messages": "capping running requests is not offered for retraction",
-    "y06-moss-ttsd-other-process-holds-21gib": "a lower fraction is not offered when another process holds the memory",
-    "b01-flashinfer-sampling-no-kernel-image": "turning FlashInfer sampling off is not offered for a missing kernel image",
+    "021-gemma3-12b-4090-kv-buffer-alloc-oom": "the excerpt names no model, so the KV bytes per token and the tokens the smaller pool holds are unknown (with the model given, --context-length goes down with the fraction)",
+    "040-eagle-hicache-watchdog-pyspy-min-new-tokens": "neither the stuck stack (EAGLE verify, min_new_tokens) nor a launch command shows the hierarchical cache; only the issue title names it (diag drops it for a stack in its code or with the flag in the command)",
+    "042-dp-attention-prefill-runtime-oom": "a traceback cut before its OOM line, with no batch line or launch command: no running count to halve (offered when either shows one)",
+    "x09-glm53-flash-mamba-ping-pong-slots-exhausted": "neither the excerpt nor a launch command gives the pool's size (28 only in the reporter's compose file): no value to raise --max-mamba-cache-size from",
+    "x22-dsr1-two-node-decode-retraction-messages": "retraction lines only: no batch line, launch command or pool size to cap running requests from (offered when the batch lines or the memory model give one)",
+    "b01-flashinfer-sampling-no-kernel-image": "the label's --disable-flash-sampling is no SGLang flag (the thread's spelling of --disable-flashinfer-sampling, which diag offers for releases before 0.3.6)",
     "c11-dynamo-70b-single-gpu-oom": "the label spells the TP flag '--tp'; diag suggests the catalog's name, --tp-size",
 } | {k: v for k, v in CATEGORY_GAPS.items() if k in (
     "x24-llava-next-72b-single-gpu-weights-oom", "y07-gemma3-27b-bnb4-4090-not-enough-memory",

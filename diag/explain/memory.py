@@ -19,13 +19,14 @@ PROVIDES = (
     "fraction_auto", "pre_free_gib", "static_gib", "headroom_gib", "total_gib", "rest_gib", "mamba_state_gib",
     "mamba_slots", "mamba_slot_mib", "mamba_slots_per_request", "mamba_strategy", "scratch_gib", "graph_gib", "act_gib",
     "draft_tokens", "context_len", "max_running_requests", "has_options", "has.*",
-    "fallback.*", "oom_missing_gib", "table.*", "mamba_request_cap", "mamba_cap_basis", "mamba_rebalance.*", "low_fraction",
-    "sized", "alloc.*", "retract.*", "pool_short.*", "mamba_check",
+    "fallback.*", "oom_missing_gib", "table.*", "mamba_request_cap", "mamba_cap_basis", "mamba_rebalance.*", "mamba_pool.*",
+    "low_fraction",
+    "sized", "alloc.*", "retract.*", "pool_short.*", "mamba_check", "alloc_context.*",
 )
 OPTIONS = ("tp", "checkpoint_fp8", "checkpoint_nvfp4", "checkpoint_int4", "online_fp8", "language_only",
            "raise_fraction", "context_length", "fp8_kv", "lower_fraction", "graph_bs", "disable_graph",
            "prefill_chunk", "cap_requests_context", "cap_requests_mamba", "mamba_cache_size", "mamba_bf16",
-           "mamba_no_buffer", "fewer_draft_tokens", "no_speculative")
+           "mamba_no_buffer", "fewer_draft_tokens", "no_speculative", "share_fraction")
 LOW_FRACTION = 0.5            # a fraction this low was set by a person or a wrapper, not by SGLang
 FAR_BELOW_CONTEXT = 4096      # a request limit below this is below any current model's context
 
@@ -146,6 +147,11 @@ def explain(ctx: ExplainContext, goal: str | None = None, failure: bool = True) 
             low = _shortfall_fraction(b, mfs, missing)
             if low is not None:
                 opts.append(low)
+        other = max((o.other_gib for o in facts.ooms), default=0.0)
+        if other > 0:
+            share = M.options.share_fraction(b, mfs, other, missing)
+            if share is not None:
+                opts.append(share)
         out.options = [OptionValue(o.kind, o.cost, [dict(c) for c in o.changes], _clean(o.values), o.fits, o.order)
                        for o in opts if o.fits is not False]
     v["goal"] = goal
@@ -153,6 +159,7 @@ def explain(ctx: ExplainContext, goal: str | None = None, failure: bool = True) 
     v["has_options"] = bool(out.options)
     v["has"] = {k: any(o.kind == k for o in out.options) for k in OPTIONS}
     v["fallback"] = _fallbacks(facts, b, mfs)
+    v["alloc_context"] = _alloc_context(facts, dep, b, phase, v["fallback"])
     v["sized"] = b is not None and bool(b.pre_load_free_gib) and b.weights_gib is not None
     v["alloc"] = _alloc(facts, ctx.hits, v["fallback"])
     v["retract"] = _retract(facts, ctx.hits, out)
@@ -164,6 +171,15 @@ def explain(ctx: ExplainContext, goal: str | None = None, failure: bool = True) 
         cap, basis_ = _mamba_request_cap(facts, ctx.hits)
         v["mamba_request_cap"], v["mamba_cap_basis"] = cap, basis_
         v["mamba_rebalance"] = _mamba_rebalance(facts, ctx.hits)
+        if v.get("mamba_check") == "runtime":
+            pool = _mamba_pool(facts, ctx.hits)
+            if pool and b is not None and b.hybrid_mamba and b.mamba_bytes_per_slot:
+                # the memory model re-checks the larger pool: the slots come out of the KV pool's share
+                _, nb = M.options._try(dep, b, "load", max_mamba_cache_size=pool["slots"])
+                pool = pool if nb.fits is not False else None
+                if pool:
+                    pool["kv_tokens_after"] = nb.max_total_num_tokens
+            v["mamba_pool"] = pool
         if v["mamba_rebalance"]:
             out.evidence.append((0, v["mamba_rebalance"]["line"], "context"))
     if facts.ooms and facts.ooms[0].basis == "milestones":
@@ -229,6 +245,21 @@ def _shortfall_fraction(b, mfs: float | None, missing: float) -> "object | None"
                      "pre_free_gib": pre, "freed_gib": (mfs - new) * pre}, fits=None)
 
 
+def _alloc_context(facts, dep, b, phase, fallback: dict) -> dict | None:
+    """The KV pool's own allocation ran out of memory: at the smaller fraction proposed for it, the
+    memory model's pool holds this many tokens; when that is less than the context, one request of
+    full length could not fit, so the context goes down with the fraction (a multiple of 1024)."""
+    if phase != "kv_pool" or not facts.ooms or b is None or not b.context_len or "lower_fraction" not in fallback:
+        return None
+    from .. import memory as M
+    low = float(fallback["lower_fraction"])
+    _, nb = M.options._try(dep, b, "load", mem_fraction_static=low)
+    tokens = nb.max_total_num_tokens
+    if not tokens or tokens >= b.context_len:
+        return None
+    return {"context": max(1024, tokens // 1024 * 1024), "tokens": tokens, "fraction": low, "model_context": b.context_len}
+
+
 def _fallbacks(facts, b, mfs: float | None) -> dict:
     """Values for fixes when the arithmetic lacks inputs: directions from the step, values from
     what the log shows (never the value already in use)."""
@@ -251,10 +282,14 @@ def _fallbacks(facts, b, mfs: float | None) -> dict:
         chunk = b.chunked_prefill_size
     if chunk and chunk > 512:
         out["chunk"] = max(512, chunk // 2)
-    running = _int(facts.flag("--max-running-requests")) or _int(facts.readings.get("max_running_requests")) \
-        or _busiest(facts)
+    running, basis = _int(facts.flag("--max-running-requests")), "flag"
+    if not running:
+        running, basis = _int(facts.readings.get("max_running_requests")), "log"
+    if not running:
+        running, basis = _busiest(facts), "batches"
     if running and running > 1:
         out["requests"] = max(1, running // 2)
+        out["requests_from"], out["requests_basis"] = running, basis
     bs = _int(facts.flag("--cuda-graph-max-bs")) or (b.cuda_graph_max_bs if b is not None else None)
     if bs and bs > 1:
         out["graph_bs"] = max(1, bs // 2)
@@ -410,6 +445,40 @@ def _mamba_request_cap(facts, hits) -> tuple[int | None, str | None]:
         running = b.max_running if b.max_running == b.max_running else 0
         mrr = mrr or int(running)
     return (max(1, mrr // 2) if mrr else None), "running"
+
+
+MAMBA_POOL_GROWTH = 1.5      # a pool that ran out at run time, the wanted concurrency unknown: half as many slots again
+
+
+def _mamba_pool(facts, hits) -> dict | None:
+    """A larger --max-mamba-cache-size for a pool that ran out of slots at run time, when its size is
+    known (the message, the start-up line or the flag): the slots the wanted concurrency needs
+    (--max-running-requests, else the most requests the batch lines show running and queued) at the
+    slots each request holds, with the quarter the request cap keeps for cached prefix states; when
+    that is not more than the pool, half as many slots again. A multiple of the slots per request."""
+    slots = _int(_hit_field(hits, "pool_size", "slots", "mamba_pool_size", "max_mamba_cache_size")) or \
+        _int(facts.readings.get("mamba_cache_size")) or _int(facts.flag("--max-mamba-cache-size"))
+    if not slots:
+        return None
+    strategy = str(facts.flag("--mamba-scheduler-strategy", "--mamba-radix-cache-strategy") or "")
+    ping_pong = any("ping_pong" in (getattr(h.msg, "name", None) or "") for h in hits)   # extra_buffer's tracking slots
+    ratio, basis = (5 if "extra_buffer" in strategy or ping_pong else 3), "strategy"
+    b = _batch0(facts)
+    if b is not None and len(b):
+        last = b.last()
+        used, running = last["mamba_usage"], last["running"]
+        if used == used and running == running and running > 0:
+            ratio, basis = max(1, round(slots * used / running)), "usage"
+    want = _int(facts.flag("--max-running-requests"))
+    if not want and b is not None and len(b):
+        most = max((r + (q if q == q else 0) for r, q in zip(b.running, b.queue) if r == r), default=0)
+        want = int(most) or None
+    need = math.ceil(want * ratio / 0.75) if want else 0
+    grow = need > slots
+    new = need if grow else math.ceil(slots * MAMBA_POOL_GROWTH)
+    new = math.ceil(new / ratio) * ratio
+    return {"slots": new, "was": slots, "slots_per_request": ratio, "ratio_basis": basis,
+            "requests": want if grow else None, "growth": None if grow else True}
 
 
 def _mamba_rebalance(facts, hits) -> dict | None:

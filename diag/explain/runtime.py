@@ -15,6 +15,7 @@ Values only (names, numbers, lines, booleans); the rule files say what they mean
                 line, thread) and what it waited in: kind (collective, graph_replay, kernel_sync,
                 jit, python), wait_function, wait_file
     speculative the stuck stack is in speculative decoding
+    hicache     the stuck stack is in the hierarchical (host-memory) KV cache's code
     peer.*      another rank as the cause: cause (exception | collective), rank, line, type
     jit.*       a JIT build that started before the timeout and did not finish: name, line
     cut.*       a traceback cut inside a forward pass: function, file, header
@@ -36,7 +37,7 @@ import sys
 from . import Explainer, ExplainContext, Values
 
 PROVIDES = (
-    "exc.*", "frame.*", "raised.*", "watchdog.*", "pyspy", "stuck.*", "speculative", "peer.*", "jit.*", "cut.*",
+    "exc.*", "frame.*", "raised.*", "watchdog.*", "pyspy", "stuck.*", "speculative", "hicache", "peer.*", "jit.*", "cut.*",
     "prefill_cap", "fault", "first_exception.*", "exit_code", "http_5xx", "health.*", "library.*", "phase",
 )
 
@@ -56,6 +57,8 @@ SYNC_FUNCS = frozenset(("synchronize", "wait_stream", "wait_event", "query"))
 SYNC_FILES = ("cuda/__init__.py", "cuda/streams.py")
 JIT_FILES = ("jit", "cpp_extension", "ninja", "triton/compiler", "tvm_ffi")
 SPEC_FILES = ("eagle", "speculative", "spec_", "ngram", "mtp")
+# the hierarchical cache: its radix tree, the controller that moves KV between GPU and host, the host pool, storage backends
+HICACHE_FILES = ("hiradix_cache", "hi_mamba_radix", "hicache", "cache_controller", "memory_pool_host")
 # libraries whose frames are not SGLang's (py-spy prints paths shortened to their package)
 OTHER_TOPS = frozenset(("torch", "triton", "flashinfer", "transformers", "vllm", "sgl_kernel", "numpy", "zmq", "uvloop",
                         "uvicorn", "fastapi", "starlette", "asyncio", "concurrent", "multiprocessing", "safetensors",
@@ -222,6 +225,7 @@ def _watchdog_values(facts, hits, v: dict, out: Values, quote: bool) -> None:
             v["stuck"]["wait_function"] = wait.func
             v["stuck"]["wait_file"] = wait.file.replace("\\", "/").split("/")[-1]
         v["speculative"] = any(any(k in f.file for k in SPEC_FILES) for f in frames)
+        v["hicache"] = any(any(k in (f.file or "").replace("\\", "/").split("/")[-1] for k in HICACHE_FILES) for f in frames)
         if quote:
             out.evidence.append((mine[0].input, mine[0].line, "trigger"))
     # another rank as the cause: an exception of a rank that did not time out, before the timeout

@@ -30,7 +30,7 @@ GOALS = ("weights", "kv_pool", "cuda_graph", "prefill", "decode", "mamba", "spec
 KINDS = ("tp", "checkpoint_fp8", "checkpoint_nvfp4", "checkpoint_int4", "online_fp8", "language_only",
          "raise_fraction", "context_length", "fp8_kv", "lower_fraction", "graph_bs", "disable_graph",
          "prefill_chunk", "cap_requests_context", "cap_requests_mamba", "mamba_cache_size", "mamba_bf16",
-         "mamba_no_buffer", "fewer_draft_tokens", "no_speculative")
+         "mamba_no_buffer", "fewer_draft_tokens", "no_speculative", "share_fraction")
 
 
 @dataclass
@@ -472,3 +472,25 @@ def _opts_speculative(dep: Deployment, b: Budget) -> list[Option]:
     opts.append(Option("no_speculative", COST_THROUGHPUT, [_set("--speculative-algorithm", action="remove")],
                        {"after": after(nb)}, fits=nb.fits))
     return opts
+
+
+def share_fraction(b: Budget, was: float | None, other_gib: float, missing_gib: float | None) -> Option | None:
+    """SGLang sharing its GPU with another process that holds other_gib: SGLang sizes its static pools
+    once, from the memory free at start-up, so whatever the two processes need later comes out of
+    what the fraction leaves outside the pools. The fraction that leaves what the failed allocation
+    lacked, plus a 1 GiB margin: was - (missing + margin) / free before loading, rounded down to
+    0.005 and at least 0.01 below the fraction in use; None when that would be below 0.3 (the
+    other process holds too much for a smaller pool to help: free the GPU instead)."""
+    pre = b.pre_load_free_gib or b.gpu_total_gib
+    if not was or not pre or not other_gib or other_gib <= 0:
+        return None
+    missing = max(0.0, missing_gib or 0.0)
+    need = missing + MFS_MARGIN_GIB
+    new = math.floor((was - need / pre) / MFS_SEARCH_STEP) * MFS_SEARCH_STEP
+    new = round(min(new, was - MFS_MIN_STEP), 3)
+    if new < 0.3:
+        return None
+    return Option("share_fraction", COST_FLAG, [_set("--mem-fraction-static", f"{new:.3f}")],
+                  {"fraction": new, "was": was, "other_gib": other_gib, "missing_gib": missing, "need_gib": need,
+                   "margin_gib": MFS_MARGIN_GIB, "pre_free_gib": pre, "freed_gib": (was - new) * pre,
+                   "was_source": (b.sources or {}).get("mem_fraction_static")}, fits=None)
