@@ -115,11 +115,31 @@ def _windows(report: Report, f: Finding, radius: int) -> list[dict]:
                 if n in marks:
                     own = next((c for c in marks[n].context if c["line"] == n), None)
                     text, cut = (own["text"], own["cut"]) if own else (marks[n].text[:MAX_CHARS], max(0, len(marks[n].text) - MAX_CHARS))
-                    rows.append({"line": n, "text": text, "cut": cut, "role": marks[n].role})
+                    rows.append({"line": n, "text": text, "cut": cut, "role": marks[n].role,
+                                 "parts": _highlight(text, marks[n])})
                 elif n in around:
-                    rows.append({"line": n, "text": around[n]["text"], "cut": around[n]["cut"], "role": ""})
+                    rows.append({"line": n, "text": around[n]["text"], "cut": around[n]["cut"], "role": "",
+                                 "parts": [(around[n]["text"], False)]})
             out.append({"input": os.path.basename(name), "rows": rows})
     return out
+
+
+def _highlight(text: str, ev) -> list[tuple[str, bool]]:
+    """The line in pieces, the catalog-matched message (the evidence's `message` span) marked;
+    a span that does not fall on the same characters of the shown text is left out."""
+    spans = sorted((a, min(b, len(text))) for a, b, kind in ev.spans
+                   if kind == "message" and 0 <= a < min(b, len(text)) and text[a:min(b, len(text))] == ev.text[a:min(b, len(text))])
+    parts, last = [], 0
+    for a, b in spans:
+        if a < last:
+            continue
+        if a > last:
+            parts.append((text[last:a], False))
+        parts.append((text[a:b], True))
+        last = b
+    if last < len(text) or not parts:
+        parts.append((text[last:], False))
+    return parts
 
 
 def _budget(f: Finding) -> dict | None:
