@@ -53,7 +53,8 @@ def test_a_failed_run_then_a_healthy_one(tmp_path):
     section = h.split('<section id="fleet">', 1)[1].split("</section>", 1)[0]
     assert "<h2>Runs</h2>" in section and "<code>env.http_proxy</code>" in section and "re-launched" in section
     assert h.index('id="root-cause"') < h.index('id="fleet"') < h.index('id="fix"')
-    assert "run 1 (" in out["text"] and "run 2 (" in out["text"]
+    assert "  ▶ run 1 (lines 1–17): failed, env.http_proxy — line 15: AssertionError" in out["text"]
+    assert "    run 2 (lines 18–45, re-launched): serving, no failure found" in out["text"]
 
 
 def test_unrelated_servers_given_together():
@@ -78,7 +79,7 @@ def test_the_first_failing_rank_and_its_cascade(tmp_path):
     section = out["html"].split('<section id="fleet">', 1)[1].split("</section>", 1)[0]
     assert "<h2>Ranks</h2>" in section and "First failure: TP8 at 2026-02-25 15:39:25" in section
     assert "+600 s" in section and "node0.log:11" in section
-    assert "First failure:" in out["text"]
+    assert "First failure: TP8 at 2026-02-25 15:39:25" in out["text"] and f"then {n} later failures on TP6" in out["text"]
 
 
 def test_one_server_run_shows_no_fleet_part():
@@ -102,6 +103,7 @@ def test_a_crash_loop_fits_slacks_limits(tmp_path):
         assert "31 server runs (restarts) in the inputs" in out[name]
     blocks(out["slack_blocks"])
     assert out["html"].count("re-launched") == 30      # the HTML lists every run
+    assert "… 11 more" in out["text"] and out["text"].count("re-launched") == 19   # the terminal 20 of them
 
 
 def test_log_text_in_a_run_is_escaped_in_every_view(tmp_path):
