@@ -99,11 +99,12 @@ def test_a_crash_loop_fits_slacks_limits(tmp_path):
     out = every_view(report)
     for name in ("markdown", "slack"):
         assert len(out[name]) <= 4000, name
-        assert "more omitted" in out[name] and "run 1 ▶" in out[name]
+        assert re.search(r"… \d+ more: \d+ failed \(env\.http\\?_proxy\), 1 serving", out[name]) and "run 1 ▶" in out[name]
         assert "31 server runs (restarts) in the inputs" in out[name]
     blocks(out["slack_blocks"])
     assert out["html"].count("re-launched") == 30      # the HTML lists every run
-    assert "… 11 more" in out["text"] and out["text"].count("re-launched") == 19   # the terminal 20 of them
+    assert "… 11 more: 10 failed (env.http_proxy), 1 serving" in out["text"]           # the terminal lists 20 of them
+    assert out["text"].count("re-launched") == 19
 
 
 def test_log_text_in_a_run_is_escaped_in_every_view(tmp_path):

@@ -233,9 +233,8 @@ def _fleet(report: Report, d: Dialect, level: Level) -> str:
     if rows:
         title = "Servers and runs" if report.servers and fleet.runs(report) else "Servers" if report.servers else "Runs"
         out.append(f"{_b(d, title)} · {d.escape(fleet.summary(report))}")
-        # the chosen one and the failed ones first when not all fit, then the rest in order
-        shown = sorted(rows, key=lambda r: (not r.chosen, not r.failed))[:level.runs]
-        shown.sort(key=rows.index)
+        # the chosen one and the failed ones first when not all fit; the rest counted by how they ended
+        shown, rest = fleet.fold(rows, level.runs)
         for r in shown:
             label = _b(d, d.escape(r.label) + " ▶") if r.chosen else d.escape(r.label)
             line = f"{d.bullet} {label} · {d.escape(r.where)} · {d.escape(r.ended)}"
@@ -246,8 +245,8 @@ def _fleet(report: Report, d: Dialect, level: Level) -> str:
             if r.error and level.error:
                 line += f" — {d.escape(_clip(r.error, level.error))}"
             out.append(line)
-        if (more := len(rows) - len(shown)) > 0:
-            out.append(f"_… {more} more omitted_")
+        if rest:
+            out.append(f"_… {d.escape(rest)}_")
     first = fleet.first_failure(report, level.width)
     if first is not None:
         out.append(f"{_b(d, 'First failure')} · {d.escape(first.scale())}")

@@ -93,6 +93,23 @@ def runs(report: Report) -> list[Row]:
     return out
 
 
+def fold(rows: list[Row], limit: int) -> tuple[list[Row], str]:
+    """At most `limit` rows (the chosen one and the failed ones first, then in order), and what the
+    others came to in a few words ('33 more: 31 serving, 2 start-up not finished'; '' when all fit)."""
+    shown = sorted(rows, key=lambda r: (not r.chosen, not r.failed))[:max(limit, 0)]
+    shown.sort(key=rows.index)
+    rest = [r for r in rows if r not in shown]
+    if not rest:
+        return shown, ""
+    counts: dict[str, int] = {}
+    for r in rest:
+        what = f"{r.ended} ({r.category})" if r.category else r.ended
+        counts[what] = counts.get(what, 0) + 1
+    kinds = sorted(counts.items(), key=lambda kv: -kv[1])
+    text = ", ".join(f"{n} {what}" for what, n in kinds[:4]) + (", …" if len(kinds) > 4 else "")
+    return shown, f"{len(rest)} more: {text}"
+
+
 def summary(report: Report) -> str:
     """One sentence: how many servers / runs, which failed, which one the diagnosis is of."""
     bits = []

@@ -126,14 +126,13 @@ def _fleet(out: _Out, report: Report) -> None:
         if not rows:
             continue
         out.add(("  ", ""), (f"{len(rows)} {what} in the inputs; the diagnosis below is of the one marked ▶", "dim"))
-        shown = sorted(rows, key=lambda r: (not r.chosen, not r.failed))[:RUNS_SHOWN]
-        shown.sort(key=rows.index)
+        shown, rest = fleet.fold(rows, RUNS_SHOWN)
         for r in shown:
             outcome = r.category or r.outcome
             line = f"  {'▶' if r.chosen else ' '} {r.label} ({r.where}): {r.ended}, {outcome}"
             out.add(line + (f" — {r.error}" if r.error else ""))
-        if len(rows) > len(shown):
-            out.add((f"    … {len(rows) - len(shown)} more", "dim"))
+        if rest:
+            out.add((f"    … {rest}", "dim"))
     first = fleet.first_failure(report, 120)
     if first is not None:
         out.add(("  First failure: ", "bold"), first.line(), (f"  [{first.scale()}]", "dim"))
