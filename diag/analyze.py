@@ -16,6 +16,12 @@ from .report import InputInfo, Report
 
 SMI_MARKERS = ("NVIDIA-SMI ", "==NVSMI LOG==", "<nvidia_smi_log", "memory.used", "KMD Version")
 SMI_CAPTURE = 400
+
+
+def _smi_marker(text: str) -> bool:
+    """Whether the line may begin an nvidia-smi output (SMI_MARKERS; one test per line of the log)."""
+    return ("NVIDIA-SMI " in text or "==NVSMI LOG==" in text or "<nvidia_smi_log" in text or "memory.used" in text
+            or "KMD Version" in text)
 SMI_CONTEXT_LINES = 5000
 
 
@@ -93,7 +99,7 @@ class _LineSink:
             if len(self.capture) >= SMI_CAPTURE:
                 _embedded_smi(self.capture, self.capture_start, self.smi_found)
                 self.capture = []
-        elif any(m in text for m in SMI_MARKERS):
+        elif _smi_marker(text):
             self.capture, self.capture_start = [text], lineno
 
     def finish(self) -> None:

@@ -206,6 +206,7 @@ class Cleaner:
         self._compose: str | None = None
         self._json = False          # records are JSON objects from a log collector
         self._viewer = False        # a viewer's timestamp-only lines sit between the records
+        self._bare = False          # learned nothing but the ALWAYS prefixes (set by learn)
 
     def _learn(self, sample: list[str]) -> None:
         work = sample
@@ -316,6 +317,7 @@ class Cleaner:
         self._learn(content)
         width = None if self.light else _wrap_width(content, self._starts_record)
         self.info.wrap_width = width
+        self._bare = self.plain and not self._json and not self._viewer
         return width
 
     @property
@@ -336,6 +338,17 @@ class Cleaner:
 
     def _emit(self, item: tuple[int, str]) -> Iterator[tuple[int, str]]:
         raw = item[1]
+        if self._bare and "pid=" not in raw and not raw.startswith(("(", "[pod/")) and "```" not in raw and "~~~" not in raw:
+            # nothing learned and nothing ALWAYS strips: the line is its own cleaned text (most lines
+            # of an event-dense log take this path; the same answer as below, without its calls)
+            if raw.startswith("[") and " [" in raw and SGLANG_START.match(raw) and EMBEDDED_SGLANG.search(raw):
+                out = _split_embedded(raw)
+                self.info.split += max(0, len(out) - 1)
+                for text in out:
+                    yield item[0], text
+            else:
+                yield item
+            return
         parts = EMBEDDED_RAY.split(raw) if "pid=" in raw and EMBEDDED_RAY.search(raw) else [raw]
         out = []
         for part in parts:

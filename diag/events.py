@@ -108,6 +108,10 @@ class EventStore:
     def __len__(self) -> int:
         return self.total
 
+    def of_kind(self, kind: str) -> list[Event]:
+        """The kept events of one kind (its first FIRST and last LAST), in the order they came."""
+        return [ev for _, ev in self._first.get(kind, ())] + [ev for _, ev in self._last.get(kind, ())]
+
     def __bool__(self) -> bool:
         return self.total > 0
 

@@ -76,6 +76,9 @@ MACHINE = rx.compile(r"(?i)(?:^|[-_.])(?P<x>(?:[a-z]+-)?(?:node|host|gpu|worker|
                      r"[-_]?\d{1,3}(?:[a-z]\d*)?)(?:$|[-_.])")
 SPAN_KINDS = {"host": "host", "hostname": "host", "ip": "ip", "user": "user", "email": "email", "pod": "pod",
               "path": "user"}
+# spans that mark a part of the line without it being sensitive: the catalog-matched message (the
+# views highlight it); redaction keeps them, moved onto the redacted text
+MARK_KINDS = frozenset({"message"})
 
 
 def _not_followed(text: str, end: int, chars: str, dot_then: str = "") -> bool:
@@ -283,6 +286,23 @@ def redact_report(report: Report) -> Report:
     return out
 
 
+def _marks_moved(ev: Evidence, text: str, fn) -> list[tuple[int, int, str]]:
+    """The evidence's marking spans on its redacted text: where the marked part, redacted, now
+    stands (dropped where redaction changed it past finding)."""
+    out = []
+    for a, b, kind in ev.spans:
+        if kind not in MARK_KINDS or not 0 <= a < b <= len(ev.text):
+            continue
+        piece = fn(ev.text[a:b]) if ev.text[a:b].strip() else ""
+        if not piece:
+            continue
+        at = text.find(piece, max(0, min(a, len(text)) - 200))
+        at = at if at >= 0 else text.find(piece)
+        if at >= 0:
+            out.append((at, at + len(piece), kind))
+    return out
+
+
 def _walk(obj, fn, redactor: Redactor | None = None):
     """A copy of obj with fn applied to every string in it (dataclasses, dicts, lists, tuples);
     evidence with spans is redacted from its spans first, input file names as names."""
@@ -291,8 +311,10 @@ def _walk(obj, fn, redactor: Redactor | None = None):
     if redactor is not None:
         if isinstance(obj, Evidence) and obj.spans:
             out = copy.copy(obj)
-            out.text = redactor.redact_spans(obj.text, obj.spans)
-            out.spans = []
+            sensitive = [s for s in obj.spans if s[2] not in MARK_KINDS]
+            out.text = redactor.redact_spans(obj.text, sensitive) if sensitive else fn(obj.text)
+            out.context = _walk(obj.context, fn, redactor)
+            out.spans = _marks_moved(obj, out.text, fn)
             return out
         if isinstance(obj, InputInfo):
             out = copy.copy(obj)

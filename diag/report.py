@@ -29,9 +29,11 @@ class Evidence:
     role: str = "trigger"  # trigger | context | symptom
     # the lines around it as the input has them: [{"line", "text", "cut"}], `cut` characters left off
     context: list[dict] = field(default_factory=list)
-    # what the parser knows is sensitive in `text`: (start, end, kind), kind one of host, ip,
-    # user, email, pod, path, or a secret's kind (token, password, api-key, ...). Redaction
-    # replaces these first and runs its patterns over the rest as a backstop.
+    # what the parser knows of `text`: (start, end, kind). Sensitive parts, kind one of host, ip,
+    # user, email, pod, path, or a secret's kind (token, password, api-key, ...): redaction
+    # replaces these first and runs its patterns over the rest as a backstop. Kind `message`:
+    # the catalog-matched message of a trigger line (diag/parse/spans.py), which the views
+    # highlight; redaction keeps it, moved onto the redacted text.
     spans: list[tuple[int, int, str]] = field(default_factory=list)
 
     def to_json(self) -> dict:

@@ -57,6 +57,21 @@ def hostile_log(path: Path) -> Path:
     return path
 
 
+def fleet_logs(work: Path) -> list[str]:
+    """Two ranks' files (the later one's failure first in time) whose first failure carries the payload."""
+    rank0 = ["[2025-06-01 12:10:00 TP0] Init torch distributed begin.",
+             "[2025-06-01 12:20:01 TP0] Watchdog timeout (self.watchdog_timeout=300)"]
+    rank1 = ["[2025-06-01 12:10:00 TP1] Init torch distributed begin.",
+             "[2025-06-01 12:10:05 TP1] Scheduler hit an exception: Traceback (most recent call last):",
+             '  File "/x/sglang/srt/model_executor/model_runner.py", line 1, in forward',
+             f"RuntimeError: CUDA error: an illegal memory access was encountered {PAYLOAD}"]
+    out = []
+    for name, lines in (("rank0.log", rank0), ("rank1.log", rank1)):
+        (work / name).write_text("\n".join(lines) + "\n")
+        out.append(str(work / name))
+    return out
+
+
 @pytest.fixture(scope="module")
 def pages(tmp_path_factory) -> dict:
     chromium_path()
@@ -64,6 +79,7 @@ def pages(tmp_path_factory) -> dict:
     reports = {"founding": analyze([str(SAMPLE)], [str(SMI)]),
                "hostile": analyze([str(hostile_log(work / "hostile.log"))])}
     reports.update({name: analyze([str(CORPUS / f"{name}.log")]) for name in LOGS})
+    reports["fleet"] = analyze(fleet_logs(work))
     for name, report in reports.items():
         (work / f"{name}.html").write_text(html.render(redact_report(report)), encoding="utf-8")
     return {"work": work, "names": list(reports)}
@@ -84,6 +100,7 @@ window.onload = function () {
       rootCause: box ? {top: box.top, height: box.height, text: rc.innerText.slice(0, 4000)} : null,
       bars: d.querySelectorAll('#memory svg rect.bar').length,
       fix: fix ? fix.innerText : null, pwned: d.body.getAttribute('data-pwned'),
+      fleet: d.getElementById('fleet') ? d.getElementById('fleet').innerText : null,
       images: d.querySelectorAll('img').length, scripts: d.querySelectorAll('script').length,
       fixedOverlay: Array.prototype.some.call(d.querySelectorAll('div'), function (e) {
         return getComputedStyle(e).position === 'fixed'; })
@@ -150,6 +167,16 @@ def test_hostile_log_stays_text(pages, probe):
     assert "PWNED" not in re.search(r"<title>(.*?)</title>", dom, re.S)[1]
     assert "data-pwned" not in dom.split("<body", 1)[1].split(">", 1)[0]
     assert "<img" not in dom and "<script" not in dom and "&lt;script&gt;alert(1)&lt;/script&gt;" in dom
+
+
+def test_fleet_section_reads_and_stays_text(probe):
+    """The first failing rank and its cascade, with log markup in the first failure shown as text."""
+    seen = probe["fleet"]
+    assert seen["pwned"] is None and not seen["fixedOverlay"] and seen["overflow"] <= 0
+    assert "First failure: TP1 at 2025-06-01 12:10:05" in seen["fleet"]
+    assert "<script>document.title='PWNED'</script>" in seen["fleet"] and "its cascade" in seen["fleet"]
+    assert seen["title"].startswith("diag: ") and "PWNED" not in seen["title"]
+    assert all(seen["fleet"] is None for name, seen in probe.items() if name != "fleet")
 
 
 def test_founding_report_dom_and_screenshots(pages):

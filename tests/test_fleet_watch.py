@@ -221,3 +221,56 @@ def test_watch_usage_errors(tmp_path):
     r = subprocess.run([sys.executable, "-m", "diag", "watch", str(tmp_path / "x.log"), "-f", "markdown"],
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 2 and "diag watch writes --format text or json" in r.stderr
+
+
+# -- what watch reads: the parser's and the batch series' public API ---------------------------
+
+def test_watch_reads_no_private_field_of_the_parser():
+    import ast
+    src = Path(__file__).resolve().parent.parent / "diag" / "fleet" / "watch.py"
+    for node in ast.walk(ast.parse(src.read_text())):
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_") and isinstance(node.value, ast.Attribute):
+            assert node.value.attr not in ("parser", "batches", "events"), f"watch.py:{node.lineno} reads .{node.value.attr}.{node.attr}"
+
+
+def test_the_parsers_record_open_and_the_series_tail():
+    from diag.events import Event, EventStore
+    from diag.parse.sglang import LogParser
+    p = LogParser(0)
+    lines = PROXY.read_text().splitlines()
+    start = next(i for i, l in enumerate(lines) if "Traceback (most recent call last)" in l)
+    for k, text in enumerate(lines[:start], 1):
+        p.feed(k, text)
+    assert not p.record_open
+    p.feed(start + 1, lines[start])
+    assert p.record_open                                  # inside the traceback
+    for k, text in enumerate(lines[start + 1:], start + 2):
+        p.feed(k, text)
+    p.finish()
+    assert not p.record_open
+    for k, text in enumerate(batches(datetime.datetime(2025, 5, 1), 5, queue=lambda i: i), 1):
+        p.feed(1000 + k, text)
+    tail = p.batches.tail(3)
+    assert list(tail["line"]) == [1003, 1004, 1005] and list(tail["queue"]) == [2.0, 3.0, 4.0]
+    assert len(p.batches.tail(100)["line"]) == 5 and len(p.batches.tail(0)["line"]) == 0
+    store = EventStore()
+    for i in range(600):
+        store.append(Event("retract" if i % 2 else "signal", 0, i + 1, "x"))
+    kept = store.of_kind("retract")
+    assert len(kept) == EventStore.FIRST + EventStore.LAST and kept[0].line == 2 and kept[-1].line == 600
+    assert [e.line for e in kept] == sorted(e.line for e in kept)
+
+
+def test_warnings_go_on_past_the_rows_the_series_keeps_in_full():
+    """After 2 x 32,768 batch lines the series keeps only its last rows in full: the warnings read
+    their window from those (once they compared the whole count with the kept rows and went quiet)."""
+    from diag.parse.batches import KEEP
+    t0 = datetime.datetime(2025, 5, 1, 0, 0, 0)
+    w = Watcher()
+    n = 2 * KEEP + 500
+    for k in range(0, n, 8192):
+        assert types(w.feed(batches(t0 + datetime.timedelta(seconds=k), min(8192, n - k)))) == []
+    assert len(w.parser.batches) == n and len(w.parser.batches.rows["line"]) < n
+    grow = batches(t0 + datetime.timedelta(seconds=n), 20, queue=lambda i: 2 * i)
+    assert types(w.feed(grow)) == ["queue_growth"]
+    w.close()

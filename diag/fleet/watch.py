@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime
 import math
 from bisect import bisect_left
+from collections import deque
 import os
 import tempfile
 import time
@@ -28,6 +29,7 @@ from .ranks import is_failure
 from .runs import split
 
 CHUNK = 1 << 20
+WINDOW_ROWS = 4096   # the last batch rows the warnings read (60 s of a log that prints 68 a second)
 
 
 # -- following a file -------------------------------------------------------------------------
@@ -168,7 +170,9 @@ class Watcher:
         self._last_line_at = clock()
         self._reported: set[tuple] = set()
         self._armed: dict[str, bool] = {}
-        self._arrival: list[float] = []  # when each batch line came, for logs without timestamps
+        # when each of the last batch lines came, for logs without timestamps (aligned with
+        # the series' last rows: one per row the parser added)
+        self._arrival: deque[float] = deque(maxlen=WINDOW_ROWS)
         self._ready = False
         self._candidate = 0
         self.findings: list[Note] = []
@@ -231,14 +235,16 @@ class Watcher:
         self.run_start += start - 1
         self.run += 1
         self._new_parser()
-        self._arrival = []
+        self._arrival = deque(maxlen=WINDOW_ROWS)
         self._pending_since = None
         self._ready = False
         self._armed = {}
+        now = self.clock()
         for k, text in enumerate(kept, 1):
+            n_batches = len(self.parser.batches)
             self.parser.feed(k, text.rstrip("\n"))
-            if self.parser.batches and len(self._arrival) < len(self.parser.batches):
-                self._arrival.append(self.clock())
+            if len(self.parser.batches) > n_batches:
+                self._arrival.append(now)
         return [Note("run", self.run_start, f"a new server run starts at line {self.run_start} (a restart)", data={"run": self.run})]
 
     def _stream_line(self, run_line: int | None) -> int | None:
@@ -254,7 +260,7 @@ class Watcher:
         if self._pending_since is None:
             return notes
         quiet = self.clock() - self._last_line_at >= self.settle
-        closed = self.parser._exc is None and self.parser._tb is None   # the next record has begun
+        closed = not self.parser.record_open   # the next record has begun
         if not (final or quiet or closed):
             return notes
         self._pending_since = None
@@ -296,11 +302,14 @@ class Watcher:
         return notes
 
     # -- early warnings ------------------------------------------------------------------------
-    def _times(self):
-        b = self.parser.batches
-        if len(b) and not math.isnan(b.ts[-1]) and not math.isnan(b.ts[0]):
-            return b.ts
-        return self._arrival
+    def _window(self):
+        """The last batch rows (at most WINDOW_ROWS, column by column) and their times: the log's
+        timestamps, or when the lines came."""
+        w = self.parser.batches.tail(WINDOW_ROWS)
+        ts = w["ts"]
+        if len(ts) and not math.isnan(ts[-1]) and not math.isnan(ts[0]):
+            return w, ts
+        return w, list(self._arrival)[len(self._arrival) - len(ts):] if len(ts) else []
 
     def _warn(self, name: str, active: bool, line: int | None, message: str, data: dict) -> list[Note]:
         if not active:
@@ -312,54 +321,54 @@ class Watcher:
         return [Note("warning", line, message, "warning", {"warning": name, "run": self.run, **data})]
 
     def _batch_warnings(self) -> list[Note]:
-        b = self.parser.batches
-        n = len(b)
-        if n == 0:
+        if not len(self.parser.batches):
             return []
-        times = self._times()
-        if len(times) != n:
+        b, times = self._window()
+        n = len(b["line"])
+        if n == 0 or len(times) != n:
             return []
         now = times[-1]
         first = min(bisect_left(times, now - self.t.window_s), n - 1)
-        line = self._stream_line(b.line[-1])
+        line = self._stream_line(b["line"][-1])
         notes = []
         # the KV pool near full while requests are being retracted
-        usage = b.usage[-1]
-        retracts = [e for e in self.parser.events if e.kind == "retract" and e.line >= b.line[first]]
+        usage = b["usage"][-1]
+        retracts = [e for e in self.parser.events.of_kind("retract") if e.line >= b["line"][first]]
         notes += self._warn("kv_pressure", usage == usage and usage >= self.t.kv_usage and bool(retracts), line,
                             f"KV cache token usage {usage:.2f} with {sum(e.data.get('retracted') or 0 for e in retracts)} "
                             f"request(s) retracted in the last {self.t.window_s:.0f} s: the pool is full",
                             {"token_usage": usage, "retracted": sum(e.data.get("retracted") or 0 for e in retracts)})
         # the queue growing over the window
-        q0, q1 = b.queue[first], b.queue[-1]
+        q0, q1 = b["queue"][first], b["queue"][-1]
         growing = q1 == q1 and q0 == q0 and q1 - q0 >= self.t.queue_growth and q1 >= self.t.queue_factor * max(q0, 1)
         notes += self._warn("queue_growth", growing, line,
                             f"#queue-req grew from {q0:.0f} to {q1:.0f} in {now - times[first]:.0f} s: requests arrive faster than they are served",
                             {"queue_from": q0, "queue_to": q1})
         # generation throughput collapsing while requests run
-        dec = [i for i in range(first, n) if b.kind[i] == 1 and b.throughput[i] == b.throughput[i]]
+        kind, throughput = b["kind"], b["throughput"]
+        dec = [i for i in range(first, n) if kind[i] == 1 and throughput[i] == throughput[i]]
         collapse = False
         if len(dec) >= 6:
             half = len(dec) // 2
-            early = [b.throughput[i] for i in dec[:half]]
-            late = [b.throughput[i] for i in dec[-max(2, half // 2):]]
+            early = [throughput[i] for i in dec[:half]]
+            late = [throughput[i] for i in dec[-max(2, half // 2):]]
             peak = sum(early) / len(early)
             recent = sum(late) / len(late)
-            collapse = peak > 0 and recent < self.t.throughput_drop * peak and b.running[-1] > 0
+            collapse = peak > 0 and recent < self.t.throughput_drop * peak and b["running"][-1] > 0
         notes += self._warn("throughput_collapse", collapse, line,
                             "generation throughput fell under a quarter of what it was a moment ago while requests are running",
-                            {"running": b.running[-1]})
+                            {"running": b["running"][-1]})
         return notes
 
     def _stuck(self) -> list[Note]:
-        b = self.parser.batches
-        if not len(b) or not (b.running[-1] > 0):
+        last = self.parser.batches.last() if len(self.parser.batches) else None
+        if last is None or not (last["running"] > 0):
             self._armed["stuck"] = False
             return []
         silent = self.clock() - (self._arrival[-1] if self._arrival else self._last_line_at)
-        return self._warn("stuck", silent >= self.t.stuck_after, self._stream_line(b.line[-1]),
-                          f"no batch line for {silent:.0f} s while {b.running[-1]:.0f} request(s) were running: the scheduler may be stuck",
-                          {"running": b.running[-1], "silent_s": round(silent, 1)})
+        return self._warn("stuck", silent >= self.t.stuck_after, self._stream_line(last["line"]),
+                          f"no batch line for {silent:.0f} s while {last['running']:.0f} request(s) were running: the scheduler may be stuck",
+                          {"running": last["running"], "silent_s": round(silent, 1)})
 
 
 def follow(path: str, watcher: Watcher, emit, interval: float = 0.5, idle_exit: float | None = None,

@@ -364,6 +364,13 @@ class BatchSeries:
             out._count_row(c["line"][k], c["ts"][k], c["running"][k])
         return out
 
+    def tail(self, n: int) -> dict[str, array]:
+        """The last n rows kept in full (fewer when fewer are kept), column by column, in log order:
+        what a live reader (diag watch) reads its window from, whatever the log's length."""
+        c = self.rows
+        k = min(max(n, 0), len(c["line"]))
+        return {name: c[name][len(c[name]) - k:] for name in COLUMNS}
+
     def row(self, i: int) -> dict:
         """Full row i of those kept (negative from the end)."""
         c = self.rows

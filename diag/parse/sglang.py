@@ -386,6 +386,13 @@ class LogParser:
         self._tail = deque(sorted(merged.items())[-self.TAIL:], maxlen=self.TAIL)
 
     @property
+    def record_open(self) -> bool:
+        """Whether the last record may still go on over the next lines (a traceback whose exception
+        line has not come, or an exception whose message may continue): a live reader (diag watch)
+        waits for the next record, or for quiet, before diagnosing."""
+        return self._exc is not None or self._tb is not None
+
+    @property
     def batch_rank(self) -> str | None:
         """The rank whose batch lines are kept ('' for lines without one; None before the first)."""
         return self._batch_rank

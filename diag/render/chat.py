@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..report import Finding, Report
+from . import fleet
 from .command import before_after, changes, first_option, fix_text, option_title
 from .text import option_groups
 
@@ -37,10 +38,12 @@ class Level:
     others: int        # other findings listed
     full_command: bool  # the whole launch command, or only the changes
     summary: int       # characters of the summary sentence
+    runs: int = 8      # servers / runs listed (the chosen one and the failed ones first)
+    error: int = 160   # characters of a run's first error line
 
 
-LEVELS = (Level(8, 200, 5, 5, True, 400), Level(5, 160, 3, 3, True, 300), Level(3, 120, 2, 2, True, 240),
-          Level(2, 100, 0, 1, False, 200), Level(1, 80, 0, 0, False, 160))
+LEVELS = (Level(8, 200, 5, 5, True, 400, 8, 160), Level(5, 160, 3, 3, True, 300, 5, 120), Level(3, 120, 2, 2, True, 240, 4, 100),
+          Level(2, 100, 0, 1, False, 200, 3, 80), Level(1, 80, 0, 0, False, 160, 2, 60))
 
 
 def message(report: Report, d: Dialect, limit: int) -> str:
@@ -60,11 +63,14 @@ def join(parts: list[tuple[str, str]]) -> str:
 
 
 def parts(report: Report, d: Dialect, level: Level) -> list[tuple[str, str]]:
-    """(name, text) of each part: status, root, evidence, budget, fix, options, others, footer."""
+    """(name, text) of each part: status, root, fleet, evidence, budget, fix, options, others, footer."""
     out = [("status", status_line(report, d))]
     f = report.findings[0] if report.findings else None
     if f is not None:
         out.append(("root", _root(f, d, level)))
+    if (several := _fleet(report, d, level)):
+        out.append(("fleet", several))
+    if f is not None:
         out += [(name, text) for name, text in (("evidence", _evidence(report, f, d, level)),
                                                  ("budget", _budget(f, d)),
                                                  ("fix", _fix(report, f, d, level)),
@@ -217,3 +223,33 @@ def _others(report: Report, d: Dialect, level: Level) -> str:
     if (more := len(rest) - level.others) > 0:
         lines.append(f"_… {more} more finding{'s' if more > 1 else ''} omitted_")
     return _b(d, "Other findings") + "\n" + "\n".join(lines)
+
+
+def _fleet(report: Report, d: Dialect, level: Level) -> str:
+    """Several servers or runs: which one the diagnosis is of and how the others ended; the first
+    failing rank, its cascade folded into counts."""
+    out = []
+    rows = fleet.servers(report) + fleet.runs(report)
+    if rows:
+        title = "Servers and runs" if report.servers and fleet.runs(report) else "Servers" if report.servers else "Runs"
+        out.append(f"{_b(d, title)} · {d.escape(fleet.summary(report))}")
+        # the chosen one and the failed ones first when not all fit; the rest counted by how they ended
+        shown, rest = fleet.fold(rows, level.runs)
+        for r in shown:
+            label = _b(d, d.escape(r.label) + " ▶") if r.chosen else d.escape(r.label)
+            line = f"{d.bullet} {label} · {d.escape(r.where)} · {d.escape(r.ended)}"
+            if r.category:
+                line += f" · {d.code(r.category)}" + (f" {d.escape(r.rule)}" if r.rule else "")
+            elif r.ended not in ("serving", "ready"):
+                line += f" · {d.escape(r.outcome)}"
+            if r.error and level.error:
+                line += f" — {d.escape(_clip(r.error, level.error))}"
+            out.append(line)
+        if rest:
+            out.append(f"_… {d.escape(rest)}_")
+    first = fleet.first_failure(report, level.width)
+    if first is not None:
+        out.append(f"{_b(d, 'First failure')} · {d.escape(first.scale())}")
+        out.append(f"{d.bullet} {d.escape(first.line())}")
+        out.append(f"{d.bullet} _{d.escape(first.folded())}_")
+    return "\n".join(out)

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 from ..report import Finding, Report
-from . import charts
+from . import charts, fleet
 from .budget import budget_rows
 from .chat import first_sentence
 from .command import before_after, diff, first_option, fix_text, option_title
@@ -56,6 +56,7 @@ def context(report: Report) -> dict:
         "batches": charts.batches(timeline.get("batches")),
         "gpu_memory": charts.gpu_memory(timeline.get("gpu_memory")),
         "fix": _fix(report, root) if root else None,
+        "fleet": _fleet(report),
         "others": [_finding(report, f, radius=0) for f in report.findings[1:]],
         "gpus": report.facts.get("gpus") or [], "processes": report.facts.get("gpu_processes") or [],
         "unchecked": report.unchecked,
@@ -114,11 +115,31 @@ def _windows(report: Report, f: Finding, radius: int) -> list[dict]:
                 if n in marks:
                     own = next((c for c in marks[n].context if c["line"] == n), None)
                     text, cut = (own["text"], own["cut"]) if own else (marks[n].text[:MAX_CHARS], max(0, len(marks[n].text) - MAX_CHARS))
-                    rows.append({"line": n, "text": text, "cut": cut, "role": marks[n].role})
+                    rows.append({"line": n, "text": text, "cut": cut, "role": marks[n].role,
+                                 "parts": _highlight(text, marks[n])})
                 elif n in around:
-                    rows.append({"line": n, "text": around[n]["text"], "cut": around[n]["cut"], "role": ""})
+                    rows.append({"line": n, "text": around[n]["text"], "cut": around[n]["cut"], "role": "",
+                                 "parts": [(around[n]["text"], False)]})
             out.append({"input": os.path.basename(name), "rows": rows})
     return out
+
+
+def _highlight(text: str, ev) -> list[tuple[str, bool]]:
+    """The line in pieces, the catalog-matched message (the evidence's `message` span) marked;
+    a span that does not fall on the same characters of the shown text is left out."""
+    spans = sorted((a, min(b, len(text))) for a, b, kind in ev.spans
+                   if kind == "message" and 0 <= a < min(b, len(text)) and text[a:min(b, len(text))] == ev.text[a:min(b, len(text))])
+    parts, last = [], 0
+    for a, b in spans:
+        if a < last:
+            continue
+        if a > last:
+            parts.append((text[last:a], False))
+        parts.append((text[a:b], True))
+        last = b
+    if last < len(text) or not parts:
+        parts.append((text[last:], False))
+    return parts
 
 
 def _budget(f: Finding) -> dict | None:
@@ -149,3 +170,21 @@ def _fix(report: Report, f: Finding) -> dict:
             "why": [{"change": fix_text(fx), "why": fx.why, "was": fx.was} for fx in (option[2] if option else [])],
             "options": options, "general": [t for t in f.fix_other if not re.match(r"option \d+:", t)],
             "arithmetic": any(o["arithmetic"] for o in options), "fits": any(o["fits"] is not None for o in options)}
+
+
+def _fleet(report: Report) -> dict | None:
+    """Several servers or runs (which one the diagnosis is of, how the others ended) and the first
+    failing rank with its cascade (at most the 20 the report keeps, the rest counted)."""
+    rows = fleet.servers(report) + fleet.runs(report)
+    first = fleet.first_failure(report, MAX_CHARS)
+    if not rows and first is None:
+        return None
+    cascade = []
+    for c in (report.ranks or {}).get("cascade") or []:
+        name = os.path.basename(report.inputs[c["input"]].path) if c["input"] < len(report.inputs) else f"input {c['input']}"
+        cascade.append({"who": " ".join(x for x in (c.get("node"), c.get("rank")) if x) or "—", "kind": c.get("kind") or "",
+                        "after": f"+{c['after_s']:,.0f} s" if isinstance(c.get("after_s"), (int, float)) else "",
+                        "where": f"{name}:{c['line']}", "text": c.get("text") or ""})
+    title = ("Servers and runs" if report.servers and fleet.runs(report) else "Servers" if report.servers
+             else "Runs" if rows else "Ranks")
+    return {"title": title, "summary": fleet.summary(report), "rows": rows, "first": first, "cascade": cascade}

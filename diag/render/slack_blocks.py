@@ -1,6 +1,7 @@
 """Slack Block Kit view of a report: a JSON payload {"text", "blocks"} for chat.postMessage.
 
-A header, a context line, one section per part of the chat message (each within 3,000
+A header, a context line, one section per part of the chat message (several servers, runs
+and ranks included; each within 3,000
 characters: the richest level of detail where all fit), a context footer; never more than
 a dozen blocks (Slack allows 50). The text is the notification fallback.
 """
@@ -48,7 +49,7 @@ def blocks(report: Report) -> list[dict]:
             out.append(_section(SLACK.escape(first_sentence(f.summary, level.summary))))
     else:
         out.append(_section(named["status"]))
-    for name in ("evidence", "budget", "fix", "options"):
+    for name in ("fleet", "evidence", "budget", "fix", "options"):
         if name in named:
             out.append(_section(named[name]))
     if "others" in named:

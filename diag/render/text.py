@@ -4,6 +4,7 @@ from __future__ import annotations
 import textwrap
 
 from ..report import Finding, Report
+from . import fleet
 
 MARK = {"critical": "✖", "error": "✖", "warning": "▲", "info": "•"}
 STYLE = {"critical": "bold red", "error": "red", "warning": "yellow", "info": "cyan"}
@@ -115,45 +116,28 @@ def _finding(out: _Out, f: Finding, facts_json: dict, detail: bool) -> None:
             out.wrap(f"- {n}", 4, "dim")
 
 
-def _where(report: Report, item: dict) -> str:
-    parts = []
-    for seg in item.get("inputs") or []:
-        name = report.inputs[seg["input"]].path if seg["input"] < len(report.inputs) else f"input {seg['input']}"
-        parts.append(f"{name}:{seg['first_line']}-{seg['last_line']}")
-    return ", ".join(parts)
-
-
-def _outcome(item: dict) -> str:
-    what = item.get("category") or ("no failure" if item.get("status") == "clean" else item.get("state") or "?")
-    err = item.get("first_error")
-    return what + (f" — line {err['line']}: {err['text'][:90]}" if err else "")
+RUNS_SHOWN = 20   # servers / runs listed in the terminal (the chosen and the failed ones first)
 
 
 def _fleet(out: _Out, report: Report) -> None:
     """Several servers or runs: which one the diagnosis is of, and what the others did; the first
-    failing rank and its cascade."""
-    if report.servers:
-        out.add(("  ", ""), (f"{len(report.servers)} separate servers in the inputs; the diagnosis below is of the one marked ▶", "dim"))
-        for s in report.servers:
-            names = ", ".join(report.inputs[i].path for i in s["inputs"] if i < len(report.inputs))
-            out.add(f"  {'▶' if s['chosen'] else ' '} server {s['server'] + 1} ({names}): {s['state']}, {_outcome(s)}")
-    runs = report.runs
-    if runs and (len(runs) > len(report.servers) or not report.servers):
-        out.add(("  ", ""), (f"{len(runs)} server runs (restarts) in the inputs; the diagnosis below is of the run marked ▶", "dim"))
-        for r in runs:
-            label = f"server {r['server'] + 1} run {r['run'] + 1}" if report.servers else f"run {r['run'] + 1}"
-            out.add(f"  {'▶' if r['chosen'] else ' '} {label} ({_where(report, r)}): {r['state']}, {_outcome(r)}")
-    rk = report.ranks
-    if rk and rk.get("first"):
-        f = rk["first"]
-        name = report.inputs[f["input"]].path if f["input"] < len(report.inputs) else f"input {f['input']}"
-        who = " ".join(x for x in (f.get("node"), f.get("rank")) if x) or "a line without a rank prefix"
-        when = f" at {f['ts']}" if f.get("ts") else ""
-        out.add(("  First failure: ", "bold"), f"{who}{when} ({name} line {f['line']}): {f['text'][:120]}")
-        if rk.get("cascade_count"):
-            ranks = sorted({c["rank"] for c in rk["cascade"] if c.get("rank")})
-            out.add((f"  then {rk['cascade_count']} later failure(s)" + (f" on {', '.join(ranks[:8])}" + (" …" if len(ranks) > 8 else "") if ranks else "")
-                     + " — its cascade (timeouts, peers gone, watchdogs)" + ("" if rk["basis"] == "timestamps" else "; ordered by line: no timestamps"), "dim"))
+    failing rank and its cascade, folded into counts (diag/render/fleet.py, as every view)."""
+    for rows, what in ((fleet.servers(report), "separate servers"), (fleet.runs(report), "server runs (restarts)")):
+        if not rows:
+            continue
+        out.add(("  ", ""), (f"{len(rows)} {what} in the inputs; the diagnosis below is of the one marked ▶", "dim"))
+        shown, rest = fleet.fold(rows, RUNS_SHOWN)
+        for r in shown:
+            outcome = r.category or r.outcome
+            line = f"  {'▶' if r.chosen else ' '} {r.label} ({r.where}): {r.ended}, {outcome}"
+            out.add(line + (f" — {r.error}" if r.error else ""))
+        if rest:
+            out.add((f"    … {rest}", "dim"))
+    first = fleet.first_failure(report, 120)
+    if first is not None:
+        out.add(("  First failure: ", "bold"), first.line(), (f"  [{first.scale()}]", "dim"))
+        if first.cascade:
+            out.add((f"  {first.folded()}", "dim"))
 
 
 def render(report: Report, color: bool = False) -> str:

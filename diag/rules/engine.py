@@ -15,8 +15,10 @@ import copy
 
 from dataclasses import dataclass, field
 
+from ..events import Event
 from ..explain import ExplainContext, Values, explainers
 from ..facts import lookup as fact_lookup
+from ..parse.spans import KIND as SPAN_MESSAGE, message_span
 from ..report import Evidence, Finding, Fix
 from ..versions import could_be
 from . import conditions as C
@@ -226,14 +228,16 @@ def assemble(reg: Registry, ctx: Context) -> Finding:
 def _evidence(ctx: Context, finding: Finding) -> None:
     seen = set()
 
-    def add(inp: int, line: int, text: str, role: str) -> None:
+    def add(inp: int, line: int, text: str, role: str, spans=()) -> None:
         if (inp, line) in seen:
             return
         seen.add((inp, line))
-        finding.evidence.append(Evidence(inp, line, text, role))
+        finding.evidence.append(Evidence(inp, line, text, role, spans=list(spans)))
 
     for ev in ctx.hits[:MAX_TRIGGERS]:
-        add(ev.input, ev.line, ev.text, "trigger")
+        # the catalog-matched message's place in the line, for the views to highlight
+        at = message_span(ev) if isinstance(ev, Event) else None
+        add(ev.input, ev.line, ev.text, "trigger", [(at[0], at[1], SPAN_MESSAGE)] if at else ())
     for path in ctx.rule.evidence:
         v = ctx.lookup(path)
         for item in (v if isinstance(v, list) else [v]):

@@ -7,8 +7,9 @@ to a worker process and back):
 - `Spool`: a request's bytes in temporary files of the service's own (the pipeline reads
   paths); the folder is removed when the request is answered.
 - `Job` -> `run(job)` -> `Result`: analyse, redact, render the formats asked for, the exit
-  code with the CLI's meaning (0 clean, 1 findings at --fail-on, 2 unreadable input,
-  3 inconclusive, 4 internal error).
+  code with the CLI's meaning, the report contract's four (0 clean, 1 findings at --fail-on,
+  2 unreadable input, 3 inconclusive). An internal error is `status` "error" with exit code 3,
+  as in the CLI: nothing was concluded (never a fifth code).
 - `fingerprint(report)`: all that de-duplication keeps of a failure, a hash of the top
   finding's rule, category and first trigger line with numbers, hex and paths masked.
 
@@ -27,6 +28,9 @@ from dataclasses import dataclass, field
 FORMATS = ("json", "markdown", "slack", "slack-blocks", "html")
 FAIL_ON = ("info", "warning", "error", "critical", "never")
 NAME_LIMIT = 80
+NOTHING_CONCLUDED = 3   # the contract's exit code when no diagnosis was made (an internal error, a timeout, busy)
+# the chat reply to an internal error: polite, the contract's meaning, never the input's text
+INTERNAL_REPLY = "⚠️ diag failed on this input (an internal error), so nothing was concluded; please report it with the log."
 
 
 class TooLarge(Exception):
@@ -152,7 +156,8 @@ def run(job: Job) -> Result:
     try:
         return _run(job)
     except Exception as exc:  # a bug in diag on this input: the type only, never the input's text
-        return Result(exit_code=4, status="error", error=f"internal error ({type(exc).__name__}) while analysing")
+        return Result(exit_code=NOTHING_CONCLUDED, status="error",
+                      error=f"internal error ({type(exc).__name__}) while analysing; nothing concluded")
 
 
 def _run(job: Job) -> Result:

@@ -81,7 +81,7 @@ class Service:
         if result.status == "unreadable":
             return None, "unreadable", f"⚠️ I could not read that: {result.error}."
         if result.status == "error":
-            return None, "error", "⚠️ diag failed on this input (an internal error); please report it with the log."
+            return None, "error", analysis.INTERNAL_REPLY
         return result, "answered", ""
 
     def limit_for(self, path: str) -> int:
@@ -107,6 +107,17 @@ async def healthz(request: Request) -> Response:
 async def metrics(request: Request) -> Response:
     body, content_type = service_of(request).metrics.render()
     return Response(body, media_type=content_type)
+
+
+async def internal_error(request: Request, exc: Exception) -> Response:
+    """Anything a handler did not catch: a clean answer with the contract's meaning (nothing
+    concluded, exit code 3), the exception's type in the service's log, never its text (it may
+    quote the input). A chat endpoint gets a polite reply in its own shape."""
+    log.error("internal error answering %s: %s", request.url.path, type(exc).__name__)   # counted by the endpoint
+    if request.url.path == "/mattermost":
+        return JSONResponse({"text": analysis.INTERNAL_REPLY, "response_type": "ephemeral"}, status_code=200)
+    return JSONResponse({"error": f"internal error ({type(exc).__name__}); nothing concluded", "exit_code": 3},
+                        status_code=500, headers={"X-Diag-Exit-Code": "3"})
 
 
 async def too_large(request: Request, exc: BodyTooLarge) -> Response:
@@ -139,6 +150,6 @@ def create_app(settings: Settings) -> Starlette:
     app = Starlette(routes=routes, lifespan=lifespan,
                     middleware=[Middleware(BodyLimits, limit_for=service.limit_for, deadline=settings.body_timeout,
                                            idle=settings.idle_timeout, on_reject=service.count_rejection)],
-                    exception_handlers={BodyTooLarge: too_large, SlowClient: slow_client})
+                    exception_handlers={BodyTooLarge: too_large, SlowClient: slow_client, Exception: internal_error})
     app.state.service = service
     return app

@@ -7,7 +7,10 @@ named `smi` is read as an nvidia-smi snapshot; other parts' kinds are detected).
 operator allows it). Statuses: 200 analysed (`exit_code` in the JSON and X-Diag-Exit-Code
 keep the CLI's meaning: 0 clean, 1 findings, 3 inconclusive), 400 bad request, 401 bad
 token, 408 body too slow, 413 too large, 422 unreadable input (exit code 2), 503 busy (with
-Retry-After), 504 over the time limit, 500 internal error (exit code 4).
+Retry-After), 504 over the time limit, 500 internal error. Every answer's exit code is one of
+the report contract's four: where nothing was concluded (busy, over the time limit, an
+internal error) it is 3, as the CLI says after an internal error; an error answer is
+`{"error": one line, "exit_code"}` with X-Diag-Exit-Code too, never the input's text.
 """
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 
-from .analysis import FAIL_ON, FORMATS, Job, Spool, TooLarge
+from .analysis import FAIL_ON, FORMATS, NOTHING_CONCLUDED, Job, Spool, TooLarge
 from .app import service_of
 from .intake import BodyTooLarge, SlowClient
 from .pool import Busy, TimedOut, WorkerFailed
@@ -39,7 +42,8 @@ class BadRequest(Exception):
 
 
 def _error(status: int, message: str, code: int = 2, headers: dict | None = None) -> JSONResponse:
-    return JSONResponse({"error": message, "exit_code": code}, status_code=status, headers=headers)
+    return JSONResponse({"error": message, "exit_code": code}, status_code=status,
+                        headers={"X-Diag-Exit-Code": str(code), **(headers or {})})
 
 
 def _authorised(request: Request, tokens: list[str]) -> bool:
@@ -134,19 +138,20 @@ async def analyze(request: Request) -> Response:
                 outcome = "busy"
                 svc.metrics.rejections.labels("busy").inc()
                 return _error(503, f"busy: every worker and queue place is taken; retry in {exc.retry_after} s",
-                              code=4, headers={"Retry-After": str(exc.retry_after)})
+                              code=NOTHING_CONCLUDED, headers={"Retry-After": str(exc.retry_after)})
             except TimedOut:
                 outcome = "timeout"
-                return _error(504, f"the analysis took longer than {svc.settings.time_limit:g} s and was stopped", code=4)
+                return _error(504, f"the analysis took longer than {svc.settings.time_limit:g} s and was stopped",
+                              code=NOTHING_CONCLUDED)
             except WorkerFailed:
                 outcome = "error"
-                return _error(500, "the analysis worker stopped unexpectedly", code=4)
+                return _error(500, "the analysis worker stopped unexpectedly; nothing concluded", code=NOTHING_CONCLUDED)
         if result.status == "unreadable":
             outcome = "unreadable"
             return _error(422, result.error or "unreadable input")
         if result.status == "error":
             outcome = "error"
-            return _error(500, result.error or "internal error", code=4)
+            return _error(500, result.error or "internal error; nothing concluded", code=NOTHING_CONCLUDED)
         outcome = "answered"
         fmt = opts["formats"][0]
         return Response(result.outputs[fmt], media_type=MEDIA[fmt],

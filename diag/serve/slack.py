@@ -26,7 +26,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from .analysis import Job, Spool, TooLarge
+from .analysis import INTERNAL_REPLY, Job, Spool, TooLarge
 from .intake import DownloadError, download
 
 log = logging.getLogger("diag.serve.slack")
@@ -237,6 +237,11 @@ class SlackBot:
         except Exception as exc:  # the Slack API refused (missing scope, revoked token): logged, never the text
             log.warning("slack answer failed: %s", _why(exc))
             outcome = "error"
+            if not isinstance(exc, SlackApiError):   # a bug of ours: say so politely (Slack may still take a reply)
+                try:
+                    await self.reply(paste, client, INTERNAL_REPLY)
+                except Exception as again:
+                    log.warning("slack reply failed: %s", _why(again))
         finally:
             if outcome:
                 svc.metrics.requests.labels("slack", outcome).inc()

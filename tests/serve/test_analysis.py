@@ -51,7 +51,8 @@ def test_unreadable_input_and_internal_errors(tmp_path, monkeypatch):
         raise ValueError("secret hf_AbCdEfGhIjKlMnOpQrStUvWxYz012345 in the message")
     monkeypatch.setattr(diag.analyze, "analyze", broken)
     result = analysis.run(job_for(tmp_path, ("a.log", SAMPLE.read_bytes())))
-    assert result.exit_code == 4 and result.status == "error" and "ValueError" in result.error and "hf_" not in result.error
+    assert result.exit_code == 3 and result.status == "error" and "ValueError" in result.error and "hf_" not in result.error
+    assert "nothing concluded" in result.error
 
 
 def test_options_reach_the_pipeline(tmp_path):
