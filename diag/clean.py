@@ -338,7 +338,7 @@ class Cleaner:
 
     def _emit(self, item: tuple[int, str]) -> Iterator[tuple[int, str]]:
         raw = item[1]
-        if self._bare and "pid=" not in raw and not raw.startswith(("(", "[pod/")) and "```" not in raw and "~~~" not in raw:
+        if self._bare and "pid=" not in raw and not raw.startswith(("(", "[pod/")) and "`" not in raw and "~~~" not in raw:
             # nothing learned and nothing ALWAYS strips: the line is its own cleaned text (most lines
             # of an event-dense log take this path; the same answer as below, without its calls)
             if raw.startswith("[") and " [" in raw and SGLANG_START.match(raw) and EMBEDDED_SGLANG.search(raw):
