@@ -759,6 +759,32 @@ def _compute_capability(f: Facts) -> float | None:
     return to_float(cc) if cc else None
 
 
+def _tp_divisibility(f: Facts) -> bool:
+    ev = f.failure_event
+    if ev is None or ev.data.get("type") not in ("AssertionError", "ValueError", None):
+        return False
+    text = (ev.data.get("message") or ev.text or "")[:400]
+    squeezed = text.replace(" ", "")
+    if "%" in squeezed and "==0" in squeezed and ("tp_size" in squeezed or "tensor_parallel" in squeezed):
+        return True                      # assert self.total_num_heads % tp_size == 0
+    if "not divisible by" in text:       # ensure_divisibility's '40 is not divisible by 6' with the TP size it divides by
+        tail = text.rsplit("not divisible by", 1)[1].strip().rstrip(".").split()
+        return bool(tail) and tail[0].isdigit() and int(tail[0]) == _tp(f) and _tp(f) > 1
+    return False
+
+
+def _tp_dividing_heads(f: Facts) -> int | None:
+    m = f.model
+    heads = getattr(m, "num_attention_heads", None) if m is not None else None
+    if not heads:
+        return None
+    kv = getattr(m, "num_key_value_heads", None) or heads
+    for n in range(max(1, _tp(f)), 0, -1):
+        if heads % n == 0 and (kv % n == 0 or n % kv == 0):
+            return n
+    return None
+
+
 def _names():
     from .memory import names
     return names
@@ -829,6 +855,10 @@ FACT_PATHS: dict[str, tuple[str, object]] = {
     "failure.text": ("the first failure's message (its line without the log prefix), at most 200 characters",
                      lambda f: ((f.failure_event.data.get("message") or f.failure_event.text).strip()[:200] or None)
                      if f.failure_event else None),
+    "failure.tp_divisibility": ("the failure is a check that the tensor-parallel size divides something "
+                                "(an assertion 'x % tp_size == 0', 'not divisible by' the TP size)", lambda f: _tp_divisibility(f)),
+    "model.tp_dividing_heads": ("the largest TP size up to the one in use that divides the model's attention and KV heads",
+                                lambda f: _tp_dividing_heads(f)),
     "failure.exception": ("the type of the first exception", lambda f: f.failure_event.data.get("type") if f.failure_event else None),
     "failure.subsystem": ("the part of SGLang the innermost SGLang frame is in (memory pool, CUDA graph runner, "
                           "speculative worker, Mamba state cache, attention backend, model loader, server-args validation, ...)",

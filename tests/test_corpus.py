@@ -35,7 +35,6 @@ CATEGORY_GAPS = {
     "c06-glm5-transformers-keyerror-glm-moe-dsa": "a KeyError for an unknown model_type in transformers' AutoConfig is not yet read as a transformers too old for the model",
     "c13-verl-memory-saver-cumemcreate-oom": "a cuMemCreate failure in torch_memory_saver under a colocated trainer is not yet read as memory held by the trainer",
     "c14-memory-saver-resume-curesult1": "a CUresult error in torch_memory_saver's resume path has no line diag reads as a failure",
-    "c28-tp-not-dividing-attention-heads": "the sharding assertion (heads not divisible by TP) is not yet read as an invalid --tp-size",
     "c29-deepep-max-dispatch-tokens-over-1024": "DeepEP's dispatch-token assertion is not yet read as an invalid SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK",
     "c44-router-prefill-url-bootstrap-port-comma": "the router's refusal of a port with a comma is not yet read as an invalid --prefill value",
     "f01-deepep-normal-cuda-graph": "the paste holds only SGLang's generic capture-failure advice, not the DeepEP mode",
@@ -54,6 +53,7 @@ FIX_GAPS = {
     "x22-dsr1-two-node-decode-retraction-messages": "retraction lines only: no batch line, launch command or pool size to cap running requests from (offered when the batch lines or the memory model give one)",
     "b01-flashinfer-sampling-no-kernel-image": "the label's --disable-flash-sampling is no SGLang flag (the thread's spelling of --disable-flashinfer-sampling, which diag offers for releases before 0.3.6)",
     "c11-dynamo-70b-single-gpu-oom": "the label spells the TP flag '--tp'; diag suggests the catalog's name, --tp-size",
+    "c28-tp-not-dividing-attention-heads": "the paste names no model, so no TP size that divides its heads is computed",
     "c31-mooncake-rdma-register-memory-peermem": "switching the transfer backend to NIXL is not offered for a Mooncake registration failure",
     "c34-pd-decode-nccl-ifname-mismatch": "the interface names NCCL and Gloo should bind to are not derived from the addresses in the log",
 } | {k: v for k, v in CATEGORY_GAPS.items() if k in (
