@@ -237,8 +237,11 @@ def _check_library(lib: LibOption) -> None:
 @lru_cache(maxsize=1)
 def registry() -> Registry:
     """The rules as the product runs them (message names are checked against the catalog by the
-    tests, not on every start-up)."""
-    return load(check_messages=False)
+    tests, not on every start-up), from the start-up cache (diag/cache.py) while neither the rule
+    files nor diag's code have changed."""
+    from ..cache import cached
+    root = rules_dir()
+    return cached("registry", root, (".toml",), lambda: load(root, check_messages=False))
 
 
 @lru_cache(maxsize=1)

@@ -1,0 +1,102 @@
+"""A start-up cache: what diag builds on every run (the checked rules registry) kept as a pickle.
+
+    $DIAG_CACHE_DIR, else $XDG_CACHE_HOME/diag, else ~/.cache/diag
+    DIAG_NO_CACHE=1     build every time, read and write nothing
+
+One file per cached thing and source folder (`<name>-<hash of the folder>.pickle`), holding the
+key it was built under: diag's version and the path, size and mtime of every file it was built
+from (the rule files) and of diag's own Python sources (a change to the code that checks them
+invalidates it too). A missing, stale, unreadable or corrupt file is rebuilt; a cache folder that
+cannot be written is no error (the thing is built, not kept). Nothing but diag writes there, and
+only the user can: the folder is created 0700.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+from pathlib import Path
+from typing import Callable, Iterable, TypeVar
+
+T = TypeVar("T")
+FORMAT = 1                      # bump when the file layout changes
+
+
+def cache_dir() -> Path | None:
+    if os.environ.get("DIAG_NO_CACHE"):
+        return None
+    explicit = os.environ.get("DIAG_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    if base.startswith("~"):      # no home directory to expand
+        return None
+    return Path(base) / "diag"
+
+
+def _walk(root: str, suffixes: tuple[str, ...], out: list) -> None:
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return
+    for e in sorted(entries, key=lambda e: e.name):
+        if e.is_dir(follow_symlinks=False):
+            if e.name != "__pycache__" and not e.name.startswith("."):
+                _walk(e.path, suffixes, out)
+        elif e.name.endswith(suffixes):
+            try:
+                st = e.stat()
+            except OSError:
+                continue
+            out.append(f"{e.path}\0{st.st_size}\0{st.st_mtime_ns}")
+
+
+def source_key(folders: Iterable[tuple[Path, tuple[str, ...]]]) -> str:
+    """A digest of diag's version, its Python sources and the given folders' files (path, size, mtime)."""
+    from . import __version__
+    parts: list[str] = [f"format={FORMAT}", f"diag={__version__}"]
+    _walk(str(Path(__file__).resolve().parent), (".py",), parts)
+    for folder, suffixes in folders:
+        parts.append(f"[{folder}]")
+        _walk(str(folder), suffixes, parts)
+    return hashlib.sha256("\n".join(parts).encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def cached(name: str, folder: Path, suffixes: tuple[str, ...], build: Callable[[], T]) -> T:
+    """`build()`, or what it returned before from the same sources."""
+    where = cache_dir()
+    if where is None:
+        return build()
+    folder = folder.resolve()
+    key = source_key([(folder, suffixes)])
+    path = where / f"{name}-{hashlib.sha256(str(folder).encode('utf-8', 'surrogateescape')).hexdigest()[:16]}.pickle"
+    try:
+        with open(path, "rb") as f:
+            stored_key, value = pickle.load(f)
+        if stored_key == key:
+            return value
+    except Exception:       # missing, unreadable, truncated, from another layout: rebuild
+        pass
+    value = build()
+    _store(where, path, key, value)
+    return value
+
+
+def _store(where: Path, path: Path, key: str, value: object) -> None:
+    tmp = None
+    try:
+        where.mkdir(mode=0o700, parents=True, exist_ok=True)
+        data = pickle.dumps((key, value), protocol=pickle.HIGHEST_PROTOCOL)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)     # readers see the old file or the new one, never half of one
+        tmp = None
+    except Exception:       # read-only home, full disk, an unpicklable value: not kept, no error
+        pass
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
