@@ -23,6 +23,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
+import re
 from array import array
 from collections import OrderedDict
 
@@ -76,9 +77,14 @@ def row_of(msg: str) -> tuple:
             _f(vals.get("mamba usage")), _f(vals.get("accept len")))
 
 
+_PLAIN = re.compile(r"[0-9]{1,30}(?:\.[0-9]{1,30})?").fullmatch
+
+
 def _f(v: str | None) -> float:
     if v is None:
         return NAN
+    if len(v) <= 31 and _PLAIN(v):      # at most 30 digits: what to_float reads as float(v)
+        return float(v)
     if v in ("True", "False"):
         return 1.0 if v == "True" else 0.0
     f = to_float(v)

@@ -11,7 +11,6 @@ kinds no explainer computes or no library describes; duplicate ids; messages the
 """
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -66,6 +65,7 @@ def rules_dir() -> Path:
 
 
 def _load_library(path: Path) -> dict[str, LibOption]:
+    import tomllib                    # only when the start-up cache is cold
     data = tomllib.loads(path.read_text(encoding="utf-8"))
     explainer = path.stem
     out = {}
@@ -94,6 +94,7 @@ def _load_library(path: Path) -> dict[str, LibOption]:
 
 
 def _load_tables(path: Path) -> dict[str, dict]:
+    import tomllib
     data = tomllib.loads(path.read_text(encoding="utf-8"))
     for name, table in data.items():
         if not isinstance(table, dict) or not all(isinstance(v, str) for v in table.values()):
