@@ -307,12 +307,25 @@ class BatchSeries:
         """The fast reader's rows (the last KEEP of them) become full rows."""
         if not self._frames:
             return
+        c = self._cols
+        held = len(c["line"])
+        if held and held + self._framed > KEEP + 1024:
+            # full rows held (from the parser) that the fold would push out: they join the fast
+            # reader's rows, in the order they came, and go to the buckets in the same vectorised
+            # fold rather than row by row
+            import polars as pl
+            if self._frames[0]["line"][0] < c["line"][-1]:
+                self._unsorted = True
+            mine = pl.DataFrame({name: pl.Series(name, c[name].tolist(), dtype=pl.Int8 if name == "kind" else
+                                                 pl.Int64 if name == "line" else pl.Float64) for name in COLUMNS})
+            self._frames.insert(0, mine)
+            self._framed += held
+            self._cols = c = {name: array(_TYPES.get(name, "d")) for name in COLUMNS}
         self._fold_frames(keep=KEEP)
         df = self._frames[0] if self._frames else None
         self._frames, self._framed = [], 0
         if df is None:
             return
-        c = self._cols
         if len(c["line"]) and df["line"][0] < c["line"][-1]:
             self._unsorted = True
         for name in COLUMNS:
