@@ -24,6 +24,7 @@ import bisect
 import itertools
 import math
 import re
+import sys
 from array import array
 from collections import OrderedDict
 
@@ -303,6 +304,13 @@ class BatchSeries:
             cell += [row[-2] or 0.0, row[-1] or 0]
             _merge(fine.cells, row[0], cell)
 
+    @staticmethod
+    def _frame_of(c: dict):
+        """Full rows as a polars DataFrame of the COLUMNS (the dtypes add_frame keeps)."""
+        import polars as pl
+        return pl.DataFrame({name: pl.Series(name, c[name].tolist(), dtype=pl.Int8 if name == "kind" else
+                                             pl.Int64 if name == "line" else pl.Float64) for name in COLUMNS})
+
     def _flush_frames(self) -> None:
         """The fast reader's rows (the last KEEP of them) become full rows."""
         if not self._frames:
@@ -313,12 +321,9 @@ class BatchSeries:
             # full rows held (from the parser) that the fold would push out: they join the fast
             # reader's rows, in the order they came, and go to the buckets in the same vectorised
             # fold rather than row by row
-            import polars as pl
             if self._frames[0]["line"][0] < c["line"][-1]:
                 self._unsorted = True
-            mine = pl.DataFrame({name: pl.Series(name, c[name].tolist(), dtype=pl.Int8 if name == "kind" else
-                                                 pl.Int64 if name == "line" else pl.Float64) for name in COLUMNS})
-            self._frames.insert(0, mine)
+            self._frames.insert(0, self._frame_of(c))
             self._framed += held
             self._cols = c = {name: array(_TYPES.get(name, "d")) for name in COLUMNS}
         self._fold_frames(keep=KEEP)
@@ -433,10 +438,19 @@ class BatchSeries:
         fine.cells = {k: list(v) for k, v in src.cells.items()}
         fine.lo, fine.hi = src.lo, src.hi
         c = self._cols
-        rows = [(c["kind"][i], c["line"][i], c["ts"][i], tuple(c[s][i] for s in SERIES)) for i in range(len(c["line"]))]
-        cells = [((r[2] if timed else float(r[1])), _cell(1, (r[2] if timed else float(r[1])), r[1], r[3], r[0])) for r in rows]
-        if cells:
-            fine.add_cells(min(x for x, _ in cells), max(x for x, _ in cells), cells)
+        if len(c["line"]) >= 2048 and "polars" in sys.modules:   # the fast reader's polars is loaded: vectorised
+            df = self._frame_of(c)
+            if timed:
+                self._bucket_frame(df, "ts", fine)
+            else:
+                import polars as pl
+                self._bucket_frame(df.with_columns(pl.col("line").cast(pl.Float64).alias("x")), "x", fine)
+        else:
+            rows = [(c["kind"][i], c["line"][i], c["ts"][i], tuple(c[s][i] for s in SERIES)) for i in range(len(c["line"]))]
+            cells = [((r[2] if timed else float(r[1])), _cell(1, (r[2] if timed else float(r[1])), r[1], r[3], r[0]))
+                     for r in rows]
+            if cells:
+                fine.add_cells(min(x for x, _ in cells), max(x for x, _ in cells), cells)
         lo, hi = fine.lo, fine.hi
         span = (hi - lo) or 1.0
         top = min(self.count, buckets) - 1
