@@ -82,6 +82,27 @@ def cached(name: str, folder: Path, suffixes: tuple[str, ...], build: Callable[[
     return value
 
 
+def cached_by(name: str, key: str, build: Callable[[], T], valid: Callable[[T], bool] = lambda v: True) -> T:
+    """`build()`, or what it returned before under the same key (a text naming every input; one
+    file per name). `valid` may refuse a stored value (then it is rebuilt and replaced)."""
+    where = cache_dir()
+    if where is None:
+        return build()
+    from . import __version__
+    key = hashlib.sha256(f"format={FORMAT}\0diag={__version__}\0{key}".encode("utf-8", "surrogateescape")).hexdigest()
+    path = where / f"{name}.pickle"
+    try:
+        with open(path, "rb") as f:
+            stored_key, value = pickle.load(f)
+        if stored_key == key and valid(value):
+            return value
+    except Exception:
+        pass
+    value = build()
+    _store(where, path, key, value)
+    return value
+
+
 def _store(where: Path, path: Path, key: str, value: object) -> None:
     tmp = None
     try:

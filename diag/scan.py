@@ -120,12 +120,8 @@ class Signatures:
         except Exception:  # not installed, or no build for this machine
             hyperscan = None
         if hyperscan is not None:
-            ok = self.patterns if _hs_compiles(hyperscan, *self.patterns) else \
-                [p for p in self.patterns if _hs_compiles(hyperscan, p)]
+            ok, db = _hs_database(hyperscan, self.patterns)
             if ok:
-                db = hyperscan.Database()
-                db.compile(expressions=[p.encode() for p in ok], ids=list(range(len(ok))), elements=len(ok),
-                           flags=[0] * len(ok))
                 self._db, self.engine = db, "hyperscan"
                 rest = [p for p in self.patterns if p not in ok]   # refused (or matching the empty string)
         self._alternation = "|".join(f"(?:{p})" for p in rest) if rest else None
@@ -154,6 +150,46 @@ class Signatures:
             more = lines.str.contains(self._alternation)
             out = more if out is None else (out | more)
         return out
+
+
+def _hs_database(hyperscan, patterns: list[str]):
+    """(the patterns Hyperscan takes, their compiled database): compiling costs ~0.2 s, so the
+    database is kept serialised in the start-up cache (diag/cache.py), keyed by the patterns and
+    Hyperscan's version; one that does not load on this machine is compiled again."""
+    def build():
+        ok = patterns if _hs_compiles(hyperscan, *patterns) else [p for p in patterns if _hs_compiles(hyperscan, p)]
+        if not ok:
+            return ok, None
+        db = hyperscan.Database()
+        db.compile(expressions=[p.encode() for p in ok], ids=list(range(len(ok))), elements=len(ok),
+                   flags=[0] * len(ok))
+        return ok, hyperscan.dumpb(db)
+
+    def load(value):
+        ok, blob = value
+        if blob is None:
+            return None
+        db = hyperscan.loadb(blob, hyperscan.HS_MODE_BLOCK)
+        db.scratch = hyperscan.Scratch(db)
+        return db
+
+    loaded = {}
+
+    def valid(value) -> bool:
+        try:
+            loaded["db"] = load(value)
+            return True
+        except Exception:   # another CPU, a corrupt blob
+            return False
+
+    import platform
+    from .cache import cached_by
+    version = getattr(hyperscan, "__version__", "") or str(getattr(hyperscan, "HS_VERSION", ""))
+    key = "\0".join([f"hyperscan={version}", platform.machine(), *patterns])
+    value = cached_by("hyperscan", key, build, valid)
+    if "db" not in loaded:
+        loaded["db"] = load(value)
+    return value[0], loaded["db"]
 
 
 def _hs_compiles(hyperscan, *patterns: str) -> bool:

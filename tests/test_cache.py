@@ -84,3 +84,28 @@ def test_registry_from_the_cache_is_the_loaded_one(tmp_path, monkeypatch):
             assert reg.library == fresh.library and reg.tables == fresh.tables
     finally:
         R.registry.cache_clear()
+
+
+def test_hyperscan_database_from_the_cache_flags_the_same_lines(tmp_path, monkeypatch):
+    import pickle
+
+    import pytest
+    pytest.importorskip("hyperscan")
+    from diag.scan import Signatures
+    monkeypatch.setenv("DIAG_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("DIAG_NO_CACHE", raising=False)
+    text = b"ok line\n[2026-05-14 10:00:00 TP0] Decode batch, #running-req: 1 Traceback here\nKilled\nfine\n"
+
+    def flagged(sig):
+        ends = []
+        sig._db.scan(text, match_event_handler=lambda _i, _f, to, _fl, _c: ends.append(to))
+        return sorted({text.count(b"\n", 0, e - 1) for e in ends})
+
+    built = Signatures()                       # compiled, stored
+    assert built.engine == "hyperscan" and (tmp_path / "hyperscan.pickle").exists()
+    again = Signatures()                       # loaded
+    assert again.engine == "hyperscan" and flagged(again) == flagged(built) == [1, 2]
+    key, (ok, _blob) = pickle.loads((tmp_path / "hyperscan.pickle").read_bytes())
+    (tmp_path / "hyperscan.pickle").write_bytes(pickle.dumps((key, (ok, b"not a database"))))
+    broken = Signatures()                      # refused on load: compiled again
+    assert broken.engine == "hyperscan" and flagged(broken) == [1, 2]
