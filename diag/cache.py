@@ -3,7 +3,7 @@
     $DIAG_CACHE_DIR, else $XDG_CACHE_HOME/diag, else ~/.cache/diag
     DIAG_NO_CACHE=1     build every time, read and write nothing
 
-One file per cached thing and source folder (`<name>-<hash of the folder>.pickle`), holding the
+One file per cached thing and source folder (`<name>-<crc of the folder>.pickle`), holding the
 key it was built under: diag's version and the path, size and mtime of every file it was built
 from (the rule files) and of diag's own Python sources (a change to the code that checks them
 invalidates it too). A missing, stale, unreadable or corrupt file is rebuilt; a cache folder that
@@ -12,9 +12,9 @@ only the user can: the folder is created 0700.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import pickle
+import zlib
 from pathlib import Path
 from typing import Callable, Iterable, TypeVar
 
@@ -51,15 +51,20 @@ def _walk(root: str, suffixes: tuple[str, ...], out: list) -> None:
             out.append(f"{e.path}\0{st.st_size}\0{st.st_mtime_ns}")
 
 
+def _crc(text: str) -> str:
+    """A file name's tag for a folder (a clash only costs a rebuild: the whole key is checked)."""
+    return f"{zlib.crc32(text.encode('utf-8', 'surrogateescape')):08x}"
+
+
 def source_key(folders: Iterable[tuple[Path, tuple[str, ...]]]) -> str:
-    """A digest of diag's version, its Python sources and the given folders' files (path, size, mtime)."""
+    """diag's version, its Python sources and the given folders' files (path, size, mtime), as one text."""
     from . import __version__
     parts: list[str] = [f"format={FORMAT}", f"diag={__version__}"]
     _walk(str(Path(__file__).resolve().parent), (".py",), parts)
     for folder, suffixes in folders:
         parts.append(f"[{folder}]")
         _walk(str(folder), suffixes, parts)
-    return hashlib.sha256("\n".join(parts).encode("utf-8", "surrogateescape")).hexdigest()
+    return "\n".join(parts)          # kept whole and compared whole (no digest: hashlib costs 2 ms to import)
 
 
 def cached(name: str, folder: Path, suffixes: tuple[str, ...], build: Callable[[], T]) -> T:
@@ -69,7 +74,7 @@ def cached(name: str, folder: Path, suffixes: tuple[str, ...], build: Callable[[
         return build()
     folder = folder.resolve()
     key = source_key([(folder, suffixes)])
-    path = where / f"{name}-{hashlib.sha256(str(folder).encode('utf-8', 'surrogateescape')).hexdigest()[:16]}.pickle"
+    path = where / f"{name}-{_crc(str(folder))}.pickle"
     try:
         with open(path, "rb") as f:
             stored_key, value = pickle.load(f)
@@ -89,7 +94,7 @@ def cached_by(name: str, key: str, build: Callable[[], T], valid: Callable[[T], 
     if where is None:
         return build()
     from . import __version__
-    key = hashlib.sha256(f"format={FORMAT}\0diag={__version__}\0{key}".encode("utf-8", "surrogateescape")).hexdigest()
+    key = f"format={FORMAT}\0diag={__version__}\0{key}"
     path = where / f"{name}.pickle"
     try:
         with open(path, "rb") as f:
