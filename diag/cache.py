@@ -1,12 +1,13 @@
-"""A start-up cache: what diag builds on every run (the checked rules registry) kept as a pickle.
+"""A start-up cache: what diag would build on every run, kept as a pickle (the checked rules
+registry, `cached`; the compiled Hyperscan database of the fast reader, `cached_by`).
 
     $DIAG_CACHE_DIR, else $XDG_CACHE_HOME/diag, else ~/.cache/diag
     DIAG_NO_CACHE=1     build every time, read and write nothing
 
-One file per cached thing and source folder (`<name>-<crc of the folder>.pickle`), holding the
-key it was built under: diag's version and the path, size and mtime of every file it was built
-from (the rule files) and of diag's own Python sources (a change to the code that checks them
-invalidates it too). A missing, stale, unreadable or corrupt file is rebuilt; a cache folder that
+One file per cached thing (and source folder: `<name>-<crc of the folder>.pickle`), holding the
+key it was built under: diag's and Python's versions and the path, size and mtime of every file
+it was built from (the rule files) and of diag's own Python sources (a change to the code that
+checks them invalidates it too). A missing, stale, unreadable or corrupt file is rebuilt; a cache folder that
 cannot be written is no error (the thing is built, not kept). Nothing but diag writes there, and
 only the user can: the folder is created 0700.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import sys
 import zlib
 from pathlib import Path
 from typing import Callable, Iterable, TypeVar
@@ -59,7 +61,7 @@ def _crc(text: str) -> str:
 def source_key(folders: Iterable[tuple[Path, tuple[str, ...]]]) -> str:
     """diag's version, its Python sources and the given folders' files (path, size, mtime), as one text."""
     from . import __version__
-    parts: list[str] = [f"format={FORMAT}", f"diag={__version__}"]
+    parts: list[str] = [f"format={FORMAT}", f"diag={__version__}", f"python={sys.version}"]
     _walk(str(Path(__file__).resolve().parent), (".py",), parts)
     for folder, suffixes in folders:
         parts.append(f"[{folder}]")
@@ -94,7 +96,7 @@ def cached_by(name: str, key: str, build: Callable[[], T], valid: Callable[[T], 
     if where is None:
         return build()
     from . import __version__
-    key = f"format={FORMAT}\0diag={__version__}\0{key}"
+    key = f"format={FORMAT}\0diag={__version__}\0python={sys.version}\0{key}"
     path = where / f"{name}.pickle"
     try:
         with open(path, "rb") as f:
