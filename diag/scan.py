@@ -433,14 +433,20 @@ class FastReader:
             todo = todo.filter(~match)
             if not hit.height:
                 break
-            values = {}
-            ok = pl.lit(True)
+            # each value's text once (an eager select evaluates a repeated expression each time)
+            texts = {}
             for col, wanted in FIELDS.items():
                 j = next((keys[k] for k in wanted if k in keys), None)
-                if j is None:
+                if j is not None:
+                    texts[f"_v_{col}"] = pl.col(names[j]).str.slice(len(heads[j])).str.strip_chars_end(", ")
+            hit = hit.select("i", "ts", **texts)
+            values = {}
+            ok = pl.lit(True)
+            for col in FIELDS:
+                if f"_v_{col}" not in texts:
                     values[col] = pl.lit(None, dtype=pl.Float64)
                     continue
-                v = pl.col(names[j]).str.slice(len(heads[j])).str.strip_chars_end(", ")
+                v = pl.col(f"_v_{col}")
                 is_bool = v.is_in(["True", "False"])
                 ok = ok & (v.str.contains(NUMBER) | is_bool)
                 values[col] = pl.when(v == "True").then(1.0).when(v == "False").then(0.0).otherwise(
