@@ -406,8 +406,12 @@ class FastReader:
         from .parse.batches import COLUMNS
         if not df.height:
             return None, pl.Series("i", [], dtype=pl.UInt32)
-        msg = pl.col("l").str.replace(PREFIX, "")
-        df = df.with_columns(msg=msg)
+        # the message after the prefix: these lines match BATCH (PREFIX, then "Decode batch" or
+        # "Prefill batch"), and a timestamp and ranks hold neither, so it starts at the first of them
+        # (the prefix is ASCII: find's byte offset is slice's character offset)
+        at = pl.min_horizontal(pl.col("l").str.find("Decode batch", literal=True),
+                               pl.col("l").str.find("Prefill batch", literal=True))
+        df = df.with_columns(msg=pl.col("l").str.slice(at))
         parts = df.select("i", "ts", p=pl.col("msg").str.splitn(", ", MAX_PARTS)).unnest("p")
         names = [c for c in parts.columns if c.startswith("field_")]
         out, used = [], []
@@ -488,8 +492,8 @@ class FastReader:
         # the kind of the last kept-rank batch line before each line (for the parser's events)
         kinds = pl.when(pl.col("mine") | (pl.col("batch") & kept & (pl.col("rank").fill_null("") == (rank or ""))))\
             .then(pl.col("l").str.contains("Decode batch", literal=True).cast(pl.Int8)).otherwise(None)
-        df = df.with_columns(seg=kept.cast(pl.UInt32).cum_sum() - kept.cast(pl.UInt32),
-                             kind_before=kinds.forward_fill().shift(1))
+        df = df.with_columns(_kind=kinds).with_columns(seg=kept.cast(pl.UInt32).cum_sum() - kept.cast(pl.UInt32),
+                                                       kind_before=pl.col("_kind").forward_fill().shift(1))
         carry = self._carry_kind
         fed = df.filter(kept).select("i", "l", "kind_before", "long", "sig", "batch", "http")
         acc = df.filter(~kept)
@@ -555,7 +559,7 @@ class FastReader:
         if gap is not None:
             parser.skip(gap)
         # what the next chunk needs: the kind of the last kept-rank batch line, the tail, the last content line
-        last_kind = df.select(kinds.drop_nulls().last()).item()
+        last_kind = df.select(pl.col("_kind").drop_nulls().last()).item()
         if last_kind is not None:
             self._carry_kind = last_kind
         n = df.height
