@@ -32,6 +32,9 @@ ROOT = Path(__file__).resolve().parent.parent
 SIGS = ROOT / "benchmarks" / "signatures.txt"
 DIAG = [sys.executable, "-m", "diag"]
 NO_CAPS = ["--max-lines", str(10**12), "--max-bytes", str(1 << 50)]
+# diag as installed: bytecode written and read (pip compiles at install; a PYTHONDONTWRITEBYTECODE
+# in the caller's shell would make every run compile diag's sources), no progress line
+ENV = {**{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}, "DIAG_NO_PROGRESS": "1"}
 
 
 # -- logs ------------------------------------------------------------------------------------
@@ -136,8 +139,7 @@ def run(cmd: list[str] | str, shell: bool = False) -> tuple[float, int, str]:
     # harness's pages between fork and exec); the CPU is wait4's, children included
     timed = ["/usr/bin/time", "-f", "%M"] + (["sh", "-c", cmd] if shell else list(cmd))
     with tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(timed, stdout=subprocess.PIPE, stderr=err, cwd=ROOT,
-                                env={**os.environ, "DIAG_NO_PROGRESS": "1"})
+        proc = subprocess.Popen(timed, stdout=subprocess.PIPE, stderr=err, cwd=ROOT, env=ENV)
         out = proc.stdout.read()
         _, _, ru = os.wait4(proc.pid, 0)
         proc.returncode = 0
@@ -197,7 +199,8 @@ def main() -> int:
     sizes = [int(x) for x in args.sizes.split(",") if x]
     gz = {int(x) for x in args.gz.split(",") if x}
     rows: list[str] = []
-    subprocess.run(DIAG + ["--help"], capture_output=True, cwd=ROOT)   # the bytecode cache
+    # the bytecode and the start-up cache (diag/cache.py), as after a first run
+    subprocess.run(DIAG + ["rules", "list"], capture_output=True, cwd=ROOT, env=ENV)
 
     def log(size: int) -> Path:
         path = work / f"server-{size}MiB.log"

@@ -32,7 +32,7 @@ from typing import Callable, Iterator
 from .clean import SAMPLE, Cleaner
 from .read import MAX_LINE, Opened, _Peek, _reason, iter_lines
 
-CHUNK = 4 << 20              # bytes of text per chunk (peak memory grows with it; 4 MiB: flat under ~150 MiB)
+CHUNK = 2 << 20              # bytes of text per chunk (peak memory grows with it)
 FAST_MIN_BYTES = 4 << 20     # smaller inputs are read line by line (polars' start-up costs more)
 CONTEXT = 12                 # LogParser.CONTEXT_BEFORE / CONTEXT_AFTER
 TAIL = 80                    # LogParser.TAIL
@@ -120,12 +120,8 @@ class Signatures:
         except Exception:  # not installed, or no build for this machine
             hyperscan = None
         if hyperscan is not None:
-            ok = self.patterns if _hs_compiles(hyperscan, *self.patterns) else \
-                [p for p in self.patterns if _hs_compiles(hyperscan, p)]
+            ok, db = _hs_database(hyperscan, self.patterns)
             if ok:
-                db = hyperscan.Database()
-                db.compile(expressions=[p.encode() for p in ok], ids=list(range(len(ok))), elements=len(ok),
-                           flags=[0] * len(ok))
                 self._db, self.engine = db, "hyperscan"
                 rest = [p for p in self.patterns if p not in ok]   # refused (or matching the empty string)
         self._alternation = "|".join(f"(?:{p})" for p in rest) if rest else None
@@ -154,6 +150,46 @@ class Signatures:
             more = lines.str.contains(self._alternation)
             out = more if out is None else (out | more)
         return out
+
+
+def _hs_database(hyperscan, patterns: list[str]):
+    """(the patterns Hyperscan takes, their compiled database): compiling costs ~0.2 s, so the
+    database is kept serialised in the start-up cache (diag/cache.py), keyed by the patterns and
+    Hyperscan's version; one that does not load on this machine is compiled again."""
+    def build():
+        ok = patterns if _hs_compiles(hyperscan, *patterns) else [p for p in patterns if _hs_compiles(hyperscan, p)]
+        if not ok:
+            return ok, None
+        db = hyperscan.Database()
+        db.compile(expressions=[p.encode() for p in ok], ids=list(range(len(ok))), elements=len(ok),
+                   flags=[0] * len(ok))
+        return ok, hyperscan.dumpb(db)
+
+    def load(value):
+        ok, blob = value
+        if blob is None:
+            return None
+        db = hyperscan.loadb(blob, hyperscan.HS_MODE_BLOCK)
+        db.scratch = hyperscan.Scratch(db)
+        return db
+
+    loaded = {}
+
+    def valid(value) -> bool:
+        try:
+            loaded["db"] = load(value)
+            return True
+        except Exception:   # another CPU, a corrupt blob
+            return False
+
+    import platform
+    from .cache import cached_by
+    version = getattr(hyperscan, "__version__", "") or str(getattr(hyperscan, "HS_VERSION", ""))
+    key = "\0".join([f"hyperscan={version}", platform.machine(), *patterns])
+    value = cached_by("hyperscan", key, build, valid)
+    if "db" not in loaded:
+        loaded["db"] = load(value)
+    return value[0], loaded["db"]
 
 
 def _hs_compiles(hyperscan, *patterns: str) -> bool:
@@ -219,7 +255,8 @@ class FastReader:
             self._slow(b"")
             return False
         try:
-            first = _read_chunk(opened.stream, CHUNK)
+            # enough to decide (a min_bytes past 64 MiB means: line by line whatever the size)
+            first = _read_chunk(opened.stream, max(CHUNK, min(self.min_bytes, 64 << 20)))
         except (OSError, EOFError, ValueError) as exc:
             opened.notes.append(f"reading stopped early: {_reason(exc)}")
             return False
@@ -239,10 +276,25 @@ class FastReader:
         self._loop(body)
         return True
 
+    def _pieces(self, data: bytes) -> Iterator[bytes]:
+        """The text in pieces of at most CHUNK bytes: what was read to decide, then the stream."""
+        for at in range(0, len(data), CHUNK):
+            yield data[at:at + CHUNK]
+        while True:
+            try:
+                data = _read_chunk(self.opened.stream, CHUNK)
+            except (OSError, EOFError, ValueError) as exc:
+                self.opened.notes.append(f"reading stopped early: {_reason(exc)}")
+                return
+            if not data:
+                return
+            yield data
+
     def _loop(self, data: bytes) -> None:
         opened, carry = self.opened, b""
         max_lines = opened.limits.max_lines
-        stopped = False
+        pieces = self._pieces(data)
+        data = next(pieces, b"")
         while True:
             if data:
                 data = carry + data
@@ -253,16 +305,13 @@ class FastReader:
             if data:
                 if b"\r" in data:
                     data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-                stopped = self._chunk(data, max_lines)
+                if self._chunk(data, max_lines):
+                    break
                 if self._progress:
                     self._progress.update(self.lines)
-            if stopped or (not data and not carry):
+            if not data and not carry:
                 break
-            try:
-                data = _read_chunk(opened.stream, CHUNK)
-            except (OSError, EOFError, ValueError) as exc:
-                opened.notes.append(f"reading stopped early: {_reason(exc)}")
-                data = b""
+            data = next(pieces, b"")
             if not data and not carry:
                 break
         self._end()
@@ -300,16 +349,21 @@ class FastReader:
         flagged = self.signatures.rows(data, lines) if self.signatures is not None else pl.Series([False] * n)
         if len(flagged) != n:
             flagged = flagged.slice(0, n)
+        # the words the cleaner acts on, looked for per line only in a chunk that holds one (a
+        # search of the raw bytes costs a fraction of a per-line search)
+        words = [w for w in DIRTY_WORDS if w.encode() in data]
         for at in range(0, n, BLOCK_ROWS):
-            self._block(lines.slice(at, BLOCK_ROWS), flagged.slice(at, BLOCK_ROWS), start + at)
+            self._block(lines.slice(at, BLOCK_ROWS), flagged.slice(at, BLOCK_ROWS), start + at, words)
         return stopped
 
-    def _block(self, lines, flagged, start: int) -> None:
+    def _block(self, lines, flagged, start: int, words: list[str] = DIRTY_WORDS) -> None:
         import polars as pl
         df = pl.DataFrame({"l": lines, "sig": flagged}).with_row_index("i")
         c = pl.col("l")
         long = c.str.len_bytes() >= MAX_LINE
-        dirty = c.str.contains_any(DIRTY_WORDS) | c.str.contains(EMBEDDED) | long
+        dirty = c.str.contains(EMBEDDED) | long
+        if words:
+            dirty = c.str.contains_any(words) | dirty
         df = df.with_columns(
             batch=c.str.contains(BATCH), http=c.str.contains(HTTP_OK), blank=c.str.contains(BLANK), dirty=dirty,
             long=long)
@@ -325,7 +379,9 @@ class FastReader:
                     self._slow_chunk(df, start)
                     return
                 rank = (firsts["l"].str.extract(PREFIX, 2)[0] or "").strip()
-        df = df.with_columns(rank=c.str.extract(PREFIX, 2).str.strip_chars(" "), ts=c.str.extract(PREFIX, 1))
+        prefix = pl.col("_prefix")     # one pass of PREFIX for both groups
+        df = df.with_columns(_prefix=c.str.extract_groups(PREFIX)).with_columns(
+            rank=prefix.struct.field("2").str.strip_chars(" "), ts=prefix.struct.field("1")).drop("_prefix")
         clean = ~pl.col("dirty") & ~pl.col("sig")
         mine = pl.col("batch") & (pl.col("rank").fill_null("") == (rank or "")) if rank is not None else pl.lit(False)
         df = df.with_columns(mine=mine)
@@ -350,8 +406,12 @@ class FastReader:
         from .parse.batches import COLUMNS
         if not df.height:
             return None, pl.Series("i", [], dtype=pl.UInt32)
-        msg = pl.col("l").str.replace(PREFIX, "")
-        df = df.with_columns(msg=msg)
+        # the message after the prefix: these lines match BATCH (PREFIX, then "Decode batch" or
+        # "Prefill batch"), and a timestamp and ranks hold neither, so it starts at the first of them
+        # (the prefix is ASCII: find's byte offset is slice's character offset)
+        at = pl.min_horizontal(pl.col("l").str.find("Decode batch", literal=True),
+                               pl.col("l").str.find("Prefill batch", literal=True))
+        df = df.with_columns(msg=pl.col("l").str.slice(at))
         parts = df.select("i", "ts", p=pl.col("msg").str.splitn(", ", MAX_PARTS)).unnest("p")
         names = [c for c in parts.columns if c.startswith("field_")]
         out, used = [], []
@@ -377,14 +437,20 @@ class FastReader:
             todo = todo.filter(~match)
             if not hit.height:
                 break
-            values = {}
-            ok = pl.lit(True)
+            # each value's text once (an eager select evaluates a repeated expression each time)
+            texts = {}
             for col, wanted in FIELDS.items():
                 j = next((keys[k] for k in wanted if k in keys), None)
-                if j is None:
+                if j is not None:
+                    texts[f"_v_{col}"] = pl.col(names[j]).str.slice(len(heads[j])).str.strip_chars_end(", ")
+            hit = hit.select("i", "ts", **texts)
+            values = {}
+            ok = pl.lit(True)
+            for col in FIELDS:
+                if f"_v_{col}" not in texts:
                     values[col] = pl.lit(None, dtype=pl.Float64)
                     continue
-                v = pl.col(names[j]).str.slice(len(heads[j])).str.strip_chars_end(", ")
+                v = pl.col(f"_v_{col}")
                 is_bool = v.is_in(["True", "False"])
                 ok = ok & (v.str.contains(NUMBER) | is_bool)
                 values[col] = pl.when(v == "True").then(1.0).when(v == "False").then(0.0).otherwise(
@@ -426,8 +492,8 @@ class FastReader:
         # the kind of the last kept-rank batch line before each line (for the parser's events)
         kinds = pl.when(pl.col("mine") | (pl.col("batch") & kept & (pl.col("rank").fill_null("") == (rank or ""))))\
             .then(pl.col("l").str.contains("Decode batch", literal=True).cast(pl.Int8)).otherwise(None)
-        df = df.with_columns(seg=kept.cast(pl.UInt32).cum_sum() - kept.cast(pl.UInt32),
-                             kind_before=kinds.forward_fill().shift(1))
+        df = df.with_columns(_kind=kinds).with_columns(seg=kept.cast(pl.UInt32).cum_sum() - kept.cast(pl.UInt32),
+                                                       kind_before=pl.col("_kind").forward_fill().shift(1))
         carry = self._carry_kind
         fed = df.filter(kept).select("i", "l", "kind_before", "long", "sig", "batch", "http")
         acc = df.filter(~kept)
@@ -493,7 +559,7 @@ class FastReader:
         if gap is not None:
             parser.skip(gap)
         # what the next chunk needs: the kind of the last kept-rank batch line, the tail, the last content line
-        last_kind = df.select(kinds.drop_nulls().last()).item()
+        last_kind = df.select(pl.col("_kind").drop_nulls().last()).item()
         if last_kind is not None:
             self._carry_kind = last_kind
         n = df.height
@@ -531,7 +597,15 @@ def _msg(text: str) -> str:
     return text[m.end():] if m else text
 
 
+# polars' allocator (jemalloc) keeps freed pages for 10 s by default, which at 10k lines per chunk
+# is most of the process's peak; half a second keeps memory flat at no measurable CPU cost (0 ms
+# costs ~20% more system time). Set before polars loads; a value the user set is left alone.
+JEMALLOC_CONF = "dirty_decay_ms:500,muzzy_decay_ms:0"
+
+
 def _polars() -> bool:
+    if "polars" not in sys.modules:
+        os.environ.setdefault("_RJEM_MALLOC_CONF", JEMALLOC_CONF)
     try:
         import polars  # noqa: F401
         return True

@@ -23,6 +23,8 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
+import re
+import sys
 from array import array
 from collections import OrderedDict
 
@@ -76,9 +78,14 @@ def row_of(msg: str) -> tuple:
             _f(vals.get("mamba usage")), _f(vals.get("accept len")))
 
 
+_PLAIN = re.compile(r"[0-9]{1,30}(?:\.[0-9]{1,30})?").fullmatch
+
+
 def _f(v: str | None) -> float:
     if v is None:
         return NAN
+    if len(v) <= 31 and _PLAIN(v):      # at most 30 digits: what to_float reads as float(v)
+        return float(v)
     if v in ("True", "False"):
         return 1.0 if v == "True" else 0.0
     f = to_float(v)
@@ -297,16 +304,33 @@ class BatchSeries:
             cell += [row[-2] or 0.0, row[-1] or 0]
             _merge(fine.cells, row[0], cell)
 
+    @staticmethod
+    def _frame_of(c: dict):
+        """Full rows as a polars DataFrame of the COLUMNS (the dtypes add_frame keeps)."""
+        import polars as pl
+        return pl.DataFrame({name: pl.Series(name, c[name].tolist(), dtype=pl.Int8 if name == "kind" else
+                                             pl.Int64 if name == "line" else pl.Float64) for name in COLUMNS})
+
     def _flush_frames(self) -> None:
         """The fast reader's rows (the last KEEP of them) become full rows."""
         if not self._frames:
             return
+        c = self._cols
+        held = len(c["line"])
+        if held and held + self._framed > KEEP + 1024:
+            # full rows held (from the parser) that the fold would push out: they join the fast
+            # reader's rows, in the order they came, and go to the buckets in the same vectorised
+            # fold rather than row by row
+            if self._frames[0]["line"][0] < c["line"][-1]:
+                self._unsorted = True
+            self._frames.insert(0, self._frame_of(c))
+            self._framed += held
+            self._cols = c = {name: array(_TYPES.get(name, "d")) for name in COLUMNS}
         self._fold_frames(keep=KEEP)
         df = self._frames[0] if self._frames else None
         self._frames, self._framed = [], 0
         if df is None:
             return
-        c = self._cols
         if len(c["line"]) and df["line"][0] < c["line"][-1]:
             self._unsorted = True
         for name in COLUMNS:
@@ -421,10 +445,19 @@ class BatchSeries:
         fine.cells = {k: list(v) for k, v in src.cells.items()}
         fine.lo, fine.hi = src.lo, src.hi
         c = self._cols
-        rows = [(c["kind"][i], c["line"][i], c["ts"][i], tuple(c[s][i] for s in SERIES)) for i in range(len(c["line"]))]
-        cells = [((r[2] if timed else float(r[1])), _cell(1, (r[2] if timed else float(r[1])), r[1], r[3], r[0])) for r in rows]
-        if cells:
-            fine.add_cells(min(x for x, _ in cells), max(x for x, _ in cells), cells)
+        if len(c["line"]) >= 2048 and "polars" in sys.modules:   # the fast reader's polars is loaded: vectorised
+            df = self._frame_of(c)
+            if timed:
+                self._bucket_frame(df, "ts", fine)
+            else:
+                import polars as pl
+                self._bucket_frame(df.with_columns(pl.col("line").cast(pl.Float64).alias("x")), "x", fine)
+        else:
+            rows = [(c["kind"][i], c["line"][i], c["ts"][i], tuple(c[s][i] for s in SERIES)) for i in range(len(c["line"]))]
+            cells = [((r[2] if timed else float(r[1])), _cell(1, (r[2] if timed else float(r[1])), r[1], r[3], r[0]))
+                     for r in rows]
+            if cells:
+                fine.add_cells(min(x for x, _ in cells), max(x for x, _ in cells), cells)
         lo, hi = fine.lo, fine.hi
         span = (hi - lo) or 1.0
         top = min(self.count, buckets) - 1

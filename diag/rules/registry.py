@@ -11,7 +11,6 @@ kinds no explainer computes or no library describes; duplicate ids; messages the
 """
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -66,6 +65,7 @@ def rules_dir() -> Path:
 
 
 def _load_library(path: Path) -> dict[str, LibOption]:
+    import tomllib                    # only when the start-up cache is cold
     data = tomllib.loads(path.read_text(encoding="utf-8"))
     explainer = path.stem
     out = {}
@@ -94,6 +94,7 @@ def _load_library(path: Path) -> dict[str, LibOption]:
 
 
 def _load_tables(path: Path) -> dict[str, dict]:
+    import tomllib
     data = tomllib.loads(path.read_text(encoding="utf-8"))
     for name, table in data.items():
         if not isinstance(table, dict) or not all(isinstance(v, str) for v in table.values()):
@@ -237,8 +238,11 @@ def _check_library(lib: LibOption) -> None:
 @lru_cache(maxsize=1)
 def registry() -> Registry:
     """The rules as the product runs them (message names are checked against the catalog by the
-    tests, not on every start-up)."""
-    return load(check_messages=False)
+    tests, not on every start-up), from the start-up cache (diag/cache.py) while neither the rule
+    files nor diag's code have changed."""
+    from ..cache import cached
+    root = rules_dir()
+    return cached("registry", root, (".toml",), lambda: load(root, check_messages=False))
 
 
 @lru_cache(maxsize=1)

@@ -26,7 +26,6 @@ Nothing else: an unknown key, category, explainer, value name or operator is an 
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -267,6 +266,7 @@ def _bool(v, where: str, what: str) -> bool:
 
 
 def load_rule(path: Path) -> Rule:
+    import tomllib                    # only when the start-up cache is cold (diag/cache.py)
     source = path.read_text(encoding="utf-8")
     w = _Where(path, source)
     try:
