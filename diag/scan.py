@@ -265,6 +265,8 @@ class FastReader:
             return False
         body = first[3:] if opened.encoding == "utf-8-sig" and first.startswith(b"\xef\xbb\xbf") else first
         sample = body[:1 << 20].decode("utf-8", "replace").replace("\r\n", "\n").replace("\r", "\n").split("\n")[:SAMPLE]
+        if sample and sample[-1] == "" and len(body) <= 1 << 20:
+            sample.pop()      # the empty piece after the last newline is no line (the line reader yields none)
         from .clean import _strip_ansi
         self.cleaner.learn([_strip_ansi(l) for l in sample])
         if not self.cleaner.plain:
