@@ -123,3 +123,10 @@ def case_problems(rule, case, tmp: Path) -> list[str]:
     if case.expect == "match":
         return [] if rule.id in report.matched else [f"{rule.id} did not match; matched {report.matched}"]
     return check_want(report, rule.id, case.want)
+
+
+def case_id(rule, case) -> str:
+    """A test id for a case, ASCII only: pytest escapes other characters in node ids, and tools
+    that pass the ids back (mutmut's test selection, -k by copy and paste) then miss them."""
+    import re
+    return re.sub(r"[^\x20-\x7e]", "_", f"{rule.id}:{case.name}")

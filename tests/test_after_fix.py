@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from afterfix import checked, diag_mem, lint, model_budget, qualifying
+from rulecases import case_id
 
 _TMP = Path(tempfile.mkdtemp(prefix="diag-afterfix-"))
 Q = qualifying(_TMP)
@@ -29,7 +30,7 @@ def _params(name):
     for r, c in Q[name]:
         gap = GAPS.get((r.id, c.name)) if name == "flags" else None
         marks = [pytest.mark.xfail(reason=gap, strict=True)] if gap else []
-        out.append(pytest.param(r, c, id=f"{r.id}:{c.name}", marks=marks))
+        out.append(pytest.param(r, c, id=case_id(r, c), marks=marks))
     return out
 
 

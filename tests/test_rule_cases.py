@@ -6,12 +6,12 @@ import pytest
 
 from diag.rules.registry import registry
 
-from rulecases import case_problems
+from rulecases import case_id, case_problems
 
 CASES = [(r, c) for r in registry().rules for c in r.cases]
 
 
-@pytest.mark.parametrize("rule,case", CASES, ids=[f"{r.id}:{c.name}" for r, c in CASES])
+@pytest.mark.parametrize("rule,case", CASES, ids=[case_id(r, c) for r, c in CASES])
 def test_case(rule, case, tmp_path):
     if case.xfail:
         pytest.xfail(case.xfail)

@@ -12,7 +12,7 @@ import diag
 from diag.render.text import render
 from diag.rules.registry import registry
 
-from rulecases import run_case
+from rulecases import case_id, run_case
 from snapshots import ROOT, compare, normalise, slug, updating
 
 CASES = [(r, c) for r in registry().rules for c in r.cases if not c.xfail]
@@ -28,7 +28,7 @@ def rendered(rule, case, tmp_path) -> str:
     return normalise(render(report, color=False), tmp=tmp_path, version=diag.__version__)
 
 
-@pytest.mark.parametrize("rule,case", CASES, ids=[f"{r.id}:{c.name}" for r, c in CASES])
+@pytest.mark.parametrize("rule,case", CASES, ids=[case_id(r, c) for r, c in CASES])
 def test_text_render_snapshot(rule, case, tmp_path):
     compare(snapshot_name(rule, case), rendered(rule, case, tmp_path))
 
