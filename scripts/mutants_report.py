@@ -54,13 +54,16 @@ def function_of(name: str) -> str:
 
 
 def diff_of(name: str, src: str) -> str:
+    """The mutant's diff, as `mutmut show` prints it (mutmut's API, run from the repository root;
+    the path is the source file's, relative to mutants/)."""
     try:
+        from mutmut.mutation.diff_apply import get_diff_for_mutant
+    except ImportError:                 # another mutmut layout
         from mutmut.__main__ import get_diff_for_mutant
-        return get_diff_for_mutant(name, path=Path("mutants") / src)
-    except Exception as e:              # older or newer mutmut: the CLI says the same
-        import subprocess
-        r = subprocess.run([str(Path(sys.executable).parent / "mutmut"), "show", name], capture_output=True, text=True)
-        return r.stdout or f"(no diff: {e})"
+    try:
+        return get_diff_for_mutant(name, path=src)
+    except Exception as e:
+        return f"(no diff: {type(e).__name__}: {e})"
 
 
 def changed_lines(diff: str) -> tuple[list[str], list[str]]:
@@ -121,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     if not mutants.is_dir():
         print(f"no {mutants}: run `make mutate` (mutmut run) first", file=sys.stderr)
         return 2
+    import os
+    os.chdir(mutants.parent)             # mutmut's API reads mutants/<file> relative to the working directory
     text, flagged, _ = report(mutants)
     print(text)
     if a.markdown:
