@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup demo test browser bench bench-serve score catalog catalog-full fuzz
+.PHONY: setup demo test browser bench bench-serve score catalog catalog-full fuzz mutate
 setup: $(BIN)/diag
 
 $(BIN)/diag: pyproject.toml
@@ -20,8 +20,10 @@ demo: setup
 browser:
 	@command -v chromium >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core >/dev/null; }
 
+# two processes (pytest-xdist); TEST_JOBS=0 runs in one, TEST_JOBS=auto on every core
+TEST_JOBS ?= 2
 test: setup browser
-	DIAG_REQUIRE_BROWSER=1 $(BIN)/python -m pytest
+	DIAG_REQUIRE_BROWSER=1 $(BIN)/python -m pytest $(if $(filter 0,$(TEST_JOBS)),,-n $(TEST_JOBS))
 
 bench: setup
 	$(BIN)/python benchmarks/run.py
@@ -50,9 +52,14 @@ catalog: setup
 catalog-full: setup
 	$(BIN)/python scripts/build_catalog.py --full
 
-# mutation testing of the code that decides fix values and directions (mutmut; minutes)
+# mutation testing of the code that decides fix values and directions (mutmut; a full run is long:
+# about 3,000 mutants over diag/findings.py, diag/memory/options.py, diag/explain/). Narrow it with
+# MUTANTS, mutmut's name patterns: make mutate MUTANTS='diag.memory.options* diag.findings*'
+# The survivors, grouped by file and function, those changing a fix's value or direction flagged:
+# benchmarks/MUTANTS.md (docs/mutation.md says how to read it).
+MUTANTS ?=
 mutate: setup
 	$(BIN)/pip install -q mutmut
 	rm -rf mutants
-	$(BIN)/mutmut run --max-children 2 || true
-	$(BIN)/python scripts/mutants_report.py
+	$(BIN)/mutmut run --max-children 2 $(MUTANTS) || true
+	$(BIN)/python scripts/mutants_report.py --markdown benchmarks/MUTANTS.md

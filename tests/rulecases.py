@@ -41,6 +41,27 @@ def _fix_matches(fix, want: dict) -> bool:
     return True
 
 
+# Directions that hold for every case of a category, whatever its want says (issue 8: on a
+# graph-capture OOM diag lowers the fraction; on a weights OOM it never raises it). Each OOM here
+# needs more memory outside the static pools (graphs, draft graphs, activations), so no option
+# may raise --mem-fraction-static; for weights the fraction cannot help at all.
+NEVER_RAISES_THE_FRACTION = ("oom.cuda_graph", "oom.speculative", "oom.runtime_prefill", "oom.multimodal")
+NEVER_TOUCHES_THE_FRACTION = ("oom.weights",)
+
+
+def direction_problems(finding) -> list[str]:
+    out = []
+    for f in finding.fix:
+        if f.flag != "--mem-fraction-static":
+            continue
+        if finding.category in NEVER_TOUCHES_THE_FRACTION:
+            out.append(f"{finding.category}: option {f.option} changes --mem-fraction-static ({f.value}), which cannot help")
+        elif finding.category in NEVER_RAISES_THE_FRACTION and f.direction != "lower":
+            out.append(f"{finding.category}: option {f.option} would {f.direction} --mem-fraction-static to {f.value} "
+                       "(this OOM needs more memory outside the static pools)")
+    return out
+
+
 def check_want(report, rule_id: str, want: dict) -> list[str]:
     """What the report gets wrong against the case's expectations (empty when right)."""
     problems = []
@@ -53,6 +74,7 @@ def check_want(report, rule_id: str, want: dict) -> list[str]:
         problems.append(f"top finding is {top.rule}, not {want['rule']}")
     if want.get("category") and top.category != want["category"]:
         problems.append(f"category {top.category}, want {want['category']}")
+    problems += direction_problems(top)
     if want.get("severity") and top.severity != want["severity"]:
         problems.append(f"severity {top.severity}, want {want['severity']}")
     for w in want.get("fix") or []:
@@ -83,3 +105,28 @@ def check_want(report, rule_id: str, want: dict) -> list[str]:
                 if " ? " in f" {t} " or t.endswith("?") or "(?" in t:
                     problems.append(f"{f.rule} {where} has an unknown value: {t!r}")
     return problems
+
+
+def case_problems(rule, case, tmp: Path) -> list[str]:
+    """What test_rule_cases.test_case would fail on for this case (empty when it passes): the
+    suite's own check, callable in-process (the mutation meta-tests run it under a mutation).
+    An exception of the strict pipeline (a fix the version lacks, one pointing the wrong way) is
+    a problem too."""
+    from diag.findings import FixError
+    tmp.mkdir(parents=True, exist_ok=True)
+    try:
+        report = run_case(case, tmp)
+    except FixError as e:
+        return [f"strict: {e}"]
+    if case.expect == "no-match":
+        return [f"{rule.id} matched: {[f.title for f in report.findings]}"] if rule.id in report.matched else []
+    if case.expect == "match":
+        return [] if rule.id in report.matched else [f"{rule.id} did not match; matched {report.matched}"]
+    return check_want(report, rule.id, case.want)
+
+
+def case_id(rule, case) -> str:
+    """A test id for a case, ASCII only: pytest escapes other characters in node ids, and tools
+    that pass the ids back (mutmut's test selection, -k by copy and paste) then miss them."""
+    import re
+    return re.sub(r"[^\x20-\x7e]", "_", f"{rule.id}:{case.name}")

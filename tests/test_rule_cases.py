@@ -6,23 +6,16 @@ import pytest
 
 from diag.rules.registry import registry
 
-from rulecases import check_want, run_case
+from rulecases import case_id, case_problems
 
 CASES = [(r, c) for r in registry().rules for c in r.cases]
 
 
-@pytest.mark.parametrize("rule,case", CASES, ids=[f"{r.id}:{c.name}" for r, c in CASES])
+@pytest.mark.parametrize("rule,case", CASES, ids=[case_id(r, c) for r, c in CASES])
 def test_case(rule, case, tmp_path):
     if case.xfail:
         pytest.xfail(case.xfail)
-    report = run_case(case, tmp_path)
-    if case.expect == "no-match":
-        assert rule.id not in report.matched, f"{rule.id} matched: {[f.title for f in report.findings]}"
-        return
-    if case.expect == "match":
-        assert rule.id in report.matched, f"{rule.id} did not match; matched {report.matched}"
-        return
-    problems = check_want(report, rule.id, case.want)
+    problems = case_problems(rule, case, tmp_path)
     assert not problems, "\n".join(problems)
 
 
