@@ -855,6 +855,9 @@ FACT_PATHS: dict[str, tuple[str, object]] = {
     "failure.text": ("the first failure's message (its line without the log prefix), at most 200 characters",
                      lambda f: ((f.failure_event.data.get("message") or f.failure_event.text).strip()[:200] or None)
                      if f.failure_event else None),
+    "messages": ("the catalog names (or families) of the messages in the log, in order, each once",
+                 lambda f: list(dict.fromkeys(n for e in f.events if (m := getattr(e, "msg", None)) is not None
+                                              for n in (m.name or m.family,) if n))),
     "failure.tp_divisibility": ("the failure is a check that the tensor-parallel size divides something "
                                 "(an assertion 'x % tp_size == 0', 'not divisible by' the TP size)", lambda f: _tp_divisibility(f)),
     "model.tp_dividing_heads": ("the largest TP size up to the one in use that divides the model's attention and KV heads",

@@ -68,7 +68,7 @@ def _spell(finding: Finding, facts, strict: bool) -> None:
                 continue
             for name, value in spelled:
                 canon = name
-                written = getattr(facts.launch, "written", None) or {}
+                written = getattr(getattr(facts, "launch", None), "written", None) or {}
                 if written.get(name, name) != name:
                     # the command spells this flag another way its SGLang accepts (--tp for --tp-size): keep that spelling
                     name = written[name]

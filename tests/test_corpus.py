@@ -55,7 +55,6 @@ FIX_GAPS = {
     "c11-dynamo-70b-single-gpu-oom": "the label spells the TP flag '--tp'; diag suggests the catalog's name, --tp-size",
     "c28-tp-not-dividing-attention-heads": "the paste names no model, so no TP size that divides its heads is computed",
     "c31-mooncake-rdma-register-memory-peermem": "switching the transfer backend to NIXL is not offered for a Mooncake registration failure",
-    "c34-pd-decode-nccl-ifname-mismatch": "the interface names NCCL and Gloo should bind to are not derived from the addresses in the log",
 } | {k: v for k, v in CATEGORY_GAPS.items() if k in (
     "x24-llava-next-72b-single-gpu-weights-oom", "y07-gemma3-27b-bnb4-4090-not-enough-memory",
     "y13-dsv4-flash-eagle-draft-weights-counted-no-kv-room", "y14-inkling-mtp-eighth-draft-pool-oom",
