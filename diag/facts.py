@@ -759,6 +759,14 @@ def _compute_capability(f: Facts) -> float | None:
     return to_float(cc) if cc else None
 
 
+def _failure_text(f: Facts) -> str | None:
+    ev = f.failure_event
+    if ev is None:
+        return None
+    text = (ev.data.get("message") or ev.text or "").strip()[:200]
+    return None if not text or text.startswith('File "') else text
+
+
 def _tp_divisibility(f: Facts) -> bool:
     ev = f.failure_event
     if ev is None or ev.data.get("type") not in ("AssertionError", "ValueError", None):
@@ -852,9 +860,8 @@ FACT_PATHS: dict[str, tuple[str, object]] = {
                             lambda f: f.failure_phase.basis if f.failure_phase else None),
     "failure.line": ("the line of the first failure", lambda f: f.failure_line),
     "failure.event": ("the first failure (its line is quoted)", lambda f: f.failure_event),
-    "failure.text": ("the first failure's message (its line without the log prefix), at most 200 characters",
-                     lambda f: ((f.failure_event.data.get("message") or f.failure_event.text).strip()[:200] or None)
-                     if f.failure_event else None),
+    "failure.text": ("the first failure's message (its line without the log prefix), at most 200 characters; "
+                     "none for a traceback cut before its exception line", lambda f: _failure_text(f)),
     "messages": ("the catalog names (or families) of the messages in the log, in order, each once",
                  lambda f: list(dict.fromkeys(n for e in f.events if (m := getattr(e, "msg", None)) is not None
                                               for n in (m.name or m.family,) if n))),

@@ -58,7 +58,8 @@ LIBRARIES: list[tuple[str, object]] = [
     ("deep_gemm", rx.compile(r"/deep_gemm/")), ("transformers", rx.compile(r"/transformers/")),
     ("safetensors", rx.compile(r"/safetensors/")), ("huggingface_hub", rx.compile(r"/huggingface_hub/")),
     ("xgrammar", rx.compile(r"/xgrammar/")), ("vllm", rx.compile(r"/vllm/")), ("ray", rx.compile(r"/ray/")),
-    ("torch.distributed", rx.compile(r"torch/distributed/")), ("torch", rx.compile(r"/torch/")),
+    ("torch.distributed", rx.compile(r"torch/distributed/")),
+    ("torch.compile", rx.compile(r"torch/_dynamo/|torch/_inductor/|torch/_functorch/")), ("torch", rx.compile(r"/torch/")),
 ]
 
 
