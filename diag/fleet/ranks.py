@@ -15,17 +15,8 @@ from dataclasses import dataclass
 
 from .. import rx
 from ..parse.batches import ts_seconds
+from ..parse.cascade import cascade_text  # noqa: F401  (the parser package reads the log's words; servers.py uses it too)
 
-# What a rank prints because another one failed first (messages of PyTorch, NCCL, SGLang).
-CASCADE = rx.compile(
-    r"Watchdog caught collective operation timeout|timed? ?out|Timeout|DistBackendError|NCCL communicator was aborted"
-    r"|ProcessGroupNCCL|Connection reset by peer|Broken pipe|BrokenPipeError|EOFError|ConnectionResetError"
-    r"|ConnectionRefusedError|TCPStore|recvValue|other ranks|did not finish|Health ?check|health_generate"
-    r"|Received sigquit|SIGQUIT|SIGTERM|scheduler is dead|scheduler died|KeyboardInterrupt|terminate called"
-    r"|remote process exited|Socket Timeout|heartbeat|Child process unexpectedly failed|detokenizer.*(?:died|dead)"
-    r"|Rank \d+ scheduler|peer (?:closed|died)|ncclRemoteError|ncclSystemError.*remote", rx.IGNORECASE)
-# a GPU error that says "timed out" and is a root cause itself
-NOT_CASCADE = rx.compile(r"launch timed out|cudaErrorLaunchTimeout")
 CASCADE_SIGNALS = ("sigquit", "scheduler_dead", "exit_code", "killed")
 FAILURE_KINDS = ("exception", "oom", "signal", "watchdog", "error", "argparse")
 FILE_RANK = rx.compile(r"(?:^|[^a-zA-Z])(?:rank|tp|worker)[-_]?(\d{1,4})(?:[^\d]|$)", rx.IGNORECASE)
@@ -75,9 +66,6 @@ def is_cascade(ev) -> bool:
     return cascade_text(_text(ev, 600))
 
 
-def cascade_text(text: str) -> bool:
-    """Words of a failure that follows another rank's (a timeout, a peer gone, a health check)."""
-    return bool(CASCADE.search(text)) and not NOT_CASCADE.search(text)
 
 
 def file_hints(name: str) -> tuple[str | None, str | None]:
