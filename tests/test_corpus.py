@@ -38,7 +38,6 @@ CATEGORY_GAPS = {
     "c29-deepep-max-dispatch-tokens-over-1024": "DeepEP's dispatch-token assertion is not yet read as an invalid SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK",
     "c44-router-prefill-url-bootstrap-port-comma": "the router's refusal of a port with a comma is not yet read as an invalid --prefill value",
     "f01-deepep-normal-cuda-graph": "the paste holds only SGLang's generic capture-failure advice, not the DeepEP mode",
-    "f06-diffusion-global-attn-backend-audio-vae": "a component's list of supported attention backends is not yet read as an invalid --attention-backend",
     "f07-misspelled-cuda-visible-devices-busy-gpu": "the traceback is cut before its OOM line; that the GPU was busy is only in the thread",
     "f08-ascend-qwen35-vision-heads-tp6": "the vision tower's head-count check is cut; TP 6 against 16 heads is only in the thread",
     "f14-ascend-pd-mf-store-url-placeholder": "the Ascend transfer engine's init failure is not yet read as an unfilled ASCEND_MF_STORE_URL",
