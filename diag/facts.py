@@ -865,6 +865,9 @@ FACT_PATHS: dict[str, tuple[str, object]] = {
     "messages": ("the catalog names (or families) of the messages in the log, in order, each once",
                  lambda f: list(dict.fromkeys(n for e in f.events if (m := getattr(e, "msg", None)) is not None
                                               for n in (m.name or m.family,) if n))),
+    "failure.in_auto_config": ("the failure was raised in transformers' AutoConfig (models/auto/configuration_auto.py)",
+                               lambda f: any((getattr(fr, "file", "") or "").replace("\\", "/").endswith("models/auto/configuration_auto.py")
+                                             for fr in (f.failure_event.data.get("frames") or [] if f.failure_event else []))),
     "failure.tp_divisibility": ("the failure is a check that the tensor-parallel size divides something "
                                 "(an assertion 'x % tp_size == 0', 'not divisible by' the TP size)", lambda f: _tp_divisibility(f)),
     "model.tp_dividing_heads": ("the largest TP size up to the one in use that divides the model's attention and KV heads",

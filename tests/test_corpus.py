@@ -32,7 +32,6 @@ CATEGORY_GAPS = {
     "y14-inkling-mtp-eighth-draft-pool-oom": "the input is the reporter's four-line summary, not SGLang's output",
     "b21-warmup-0000-host-proxy-502": "the warm-up's 502 is told in the reporter's prose, not in server output",
     # the held-out half and the fresh set (first looks in tests/data/README.md)
-    "c06-glm5-transformers-keyerror-glm-moe-dsa": "a KeyError for an unknown model_type in transformers' AutoConfig is not yet read as a transformers too old for the model",
     "c13-verl-memory-saver-cumemcreate-oom": "a cuMemCreate failure in torch_memory_saver under a colocated trainer is not yet read as memory held by the trainer",
     "c14-memory-saver-resume-curesult1": "a CUresult error in torch_memory_saver's resume path has no line diag reads as a failure",
     "c29-deepep-max-dispatch-tokens-over-1024": "DeepEP's dispatch-token assertion is not yet read as an invalid SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK",
