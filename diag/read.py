@@ -153,16 +153,16 @@ class _Peek(io.RawIOBase):
     """A stream that replays bytes already read, then continues with the source."""
 
     def __init__(self, head: bytes, rest: BinaryIO):
-        self._head, self._rest = head, rest
+        self._head, self._at, self._rest = memoryview(head), 0, rest
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, b) -> int:
-        if self._head:
-            n = min(len(b), len(self._head))
-            b[:n] = self._head[:n]
-            self._head = self._head[n:]
+        if self._at < len(self._head):     # an offset, not a slice: replaying many MiB stays linear
+            n = min(len(b), len(self._head) - self._at)
+            b[:n] = self._head[self._at:self._at + n]
+            self._at += n
             return n
         data = self._rest.read(len(b))
         b[: len(data)] = data

@@ -297,11 +297,29 @@ class FastReader:
         max_lines = opened.limits.max_lines
         pieces = self._pieces(data)
         data = next(pieces, b"")
+        skipping = False          # inside a line already cut to MAX_LINE: drop up to its newline
         while True:
+            if data and skipping:
+                nl = data.find(b"\n")
+                if nl < 0:
+                    data = next(pieces, b"")
+                    if not data:
+                        break
+                    continue
+                data, skipping = data[nl + 1:], False
+                if not data:
+                    data = next(pieces, b"")
+                    if not data:
+                        break
+                    continue
             if data:
                 data = carry + data
                 cut = data.rfind(b"\n") + 1
                 carry, data = data[cut:], data[:cut]
+                if len(carry) > 4 * MAX_LINE:
+                    # a line longer than any kept: its first MAX_LINE characters go on as a line of
+                    # their own (counted as cut); the rest is skipped, never held (memory stays flat)
+                    data, carry, skipping = data + carry[:4 * MAX_LINE] + b"\n", b"", True
             else:  # the end: a last line without a newline
                 data, carry = (carry + b"\n" if carry else b""), b""
             if data:

@@ -123,3 +123,19 @@ def test_batch_statistics_the_same_rows(tmp_path):
     assert len(a) == len(b) > 1000
     for name in ("kind", "line", "running", "queue", "usage", "tokens", "throughput"):
         assert [x if x == x else None for x in a.rows[name]] == [x if x == x else None for x in b.rows[name]], name
+
+
+def test_a_line_without_end_stays_flat_and_both_readers_agree(tmp_path):
+    """A line of many MiB (no newline for a long stretch) is cut to MAX_LINE by both readers and
+    never held whole; what follows it is read as usual."""
+    import gzip
+    path = tmp_path / "long.log.gz"
+    with gzip.open(path, "wb", compresslevel=1) as f:
+        f.write(b"[2026-05-14 11:00:00 TP0] start\n")
+        for _ in range(12):
+            f.write(b"A" * (1 << 20))
+        f.write(b"\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+    fast, slow = report(path, True), report(path, False)
+    assert fast == slow
+    assert any("longer than 256 KiB were cut" in n for n in fast["inputs"][0]["notes"])
+    assert fast["findings"] and fast["findings"][0]["category"].startswith("oom.")
