@@ -378,6 +378,16 @@ def for_version(version: str | V.VersionRange | None) -> Catalog:
     return cat
 
 
+def _basis(source: str | None, keep: int = 4) -> str:
+    """What dated the log, shortest first: a few reasons, and how many more agree."""
+    parts = list(dict.fromkeys(p.strip() for p in (source or "").split("; ") if p.strip()))
+    if not parts:
+        return "log templates"
+    parts.sort(key=len)
+    shown = "; ".join(parts[:keep])
+    return shown + (f"; and {len(parts) - keep} more line(s) that agree" if len(parts) > keep else "")
+
+
 def _for_version(version: str | V.VersionRange | None) -> Catalog:
     all_v = catalog_versions()
     if version is None or (isinstance(version, V.VersionRange) and version.describe() == "unknown"):
@@ -386,7 +396,7 @@ def _for_version(version: str | V.VersionRange | None) -> Catalog:
         inside = _versions_in(version)
         if inside:
             return Catalog(inside, version.describe(),
-                           f"SGLang version {version.describe()} (from {version.source or 'log templates'}); flags checked against every catalog version in that range")
+                           f"SGLang version {version.describe()} (from {_basis(version.source)}); flags checked against every catalog version in that range")
         below = [v for v in all_v if version.high and V.key(v) <= V.key(version.high)]
         pick = below[-1] if below else (all_v[0] if version.high else all_v[-1])   # a range wholly before the catalog: its oldest release
         return Catalog([pick], version.describe(), f"SGLang version {version.describe()}; nearest catalog version {pick} used")
