@@ -62,6 +62,7 @@ def describe(reg: Registry, rule: S.Rule) -> dict:
             "unless_messages": list(rule.unless_messages), "events": list(rule.events),
             "unless_events": list(rule.unless_events), "where": [_cond(c) for c in rule.where],
             "where_any": [_cond(c) for c in rule.where_any], "unless": [_cond(c) for c in rule.unless],
+            "fallback": rule.fallback,
         },
         "confidence": {"base": rule.confidence, "by_phase_basis": rule.by_phase_basis, "max": rule.confidence_max,
                        "generic": rule.generic},
@@ -105,6 +106,8 @@ def text(reg: Registry, rule: S.Rule, width: int = 100) -> str:
                        ("where", "where"), ("where_any", "where any of"), ("unless", "unless")):
         for item in m[key]:
             out.append(f"  {label}: {item}")
+    if m.get("fallback"):
+        out.append("  fallback: the finding goes when a specific rule's finding quotes the lines it rests on")
     if d["explainers"]:
         out.append("  explainers: " + ", ".join(
             e["name"] + (f"({', '.join(f'{k}={v}' for k, v in e.items() if k != 'name')})" if len(e) > 1 else "")
