@@ -60,7 +60,7 @@ def _stop(temp: str) -> None:
                 os.kill(p, sig)
             except ProcessLookupError:
                 pass
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + (3 if sig == signal.SIGTERM else 10)   # Ray's daemons may ignore TERM
         while time.monotonic() < deadline and _alive(_ours(temp)):
             time.sleep(0.2)
         if not _alive(_ours(temp)):
