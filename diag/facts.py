@@ -759,6 +759,14 @@ def _compute_capability(f: Facts) -> float | None:
     return to_float(cc) if cc else None
 
 
+def _enospc_path(f: Facts) -> str | None:
+    for e in f.events:
+        m = getattr(e, "msg", None)
+        if m is not None and m.id == "os.errno_enospc":
+            return str((m.fields or {}).get("path") or "").strip("'\"")
+    return None
+
+
 def _failure_text(f: Facts) -> str | None:
     ev = f.failure_event
     if ev is None:
@@ -865,6 +873,8 @@ FACT_PATHS: dict[str, tuple[str, object]] = {
     "messages": ("the catalog names (or families) of the messages in the log, in order, each once",
                  lambda f: list(dict.fromkeys(n for e in f.events if (m := getattr(e, "msg", None)) is not None
                                               for n in (m.name or m.family,) if n))),
+    "disk_full.path": ("the path a 'No space left on device' (ENOSPC) names ('' when it names none; absent without one)",
+                       lambda f: _enospc_path(f)),
     "failure.in_auto_config": ("the failure was raised in transformers' AutoConfig (models/auto/configuration_auto.py)",
                                lambda f: any((getattr(fr, "file", "") or "").replace("\\", "/").endswith("models/auto/configuration_auto.py")
                                              for fr in (f.failure_event.data.get("frames") or [] if f.failure_event else []))),
