@@ -125,6 +125,16 @@ def _directions(finding: Finding, facts, strict: bool) -> None:
     keep = []
     for fix in finding.fix:
         if direction_ok(fix):
+            if fix.direction in ("raise", "lower") and fix.was is None and fix.value is not None:
+                # the direction is sure, the starting point is not: say what the number is relative to
+                assumed = (finding.memory or {}).get("mem_fraction_static") if fix.flag == "--mem-fraction-static" else None
+                word = "lower" if fix.direction == "lower" else "higher"
+                note = (f"the input shows no value in use for {fix.name}: {fix.value} is {word} than "
+                        + (f"the {assumed:g} diag assumed (SGLang's default for this version and GPU)"
+                           if isinstance(assumed, (int, float)) else "SGLang's default")
+                        + f"; if you set one, {fix.direction} that instead")
+                if note not in finding.confidence_notes:
+                    finding.confidence_notes.append(note)
             keep.append(fix)
             continue
         msg = (f"{fix.name} {fix.value} would not {fix.direction} the value in use ({fix.was}), so it is not suggested"
