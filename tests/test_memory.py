@@ -316,6 +316,12 @@ def test_cuda_graph_problem_and_options():
     assert new < 0.99 and (1 - new) * 78.9 >= 1.4 + b.activations_gib + M.options.MFS_MARGIN_GIB - 0.1
     assert opts[-1].kind == "disable_graph"
     assert opts[-1].changes[0] == {"flag": "--cuda-graph-backend-decode", "value": "disabled", "action": "set"}
+    # the activations' reserve alone takes more than the headroom: smaller graphs cannot be the fix
+    assert not any(o.kind == "graph_bs" for o in opts)
+    # with room outside that reserve, the graphs shrink to what it holds
+    dep = M.Deployment(model=K.find_model("Qwen/Qwen3-8B"), gpu=K.find_gpu("H100"), version="0.5.12", mem_fraction_static=0.8)
+    b = M.budget(dep, M.Readings(pre_load_free_gib=78.9, after_load_free_gib=63.6, weights_gib=15.3, graph_mem_gib=8.0))
+    opts = M.options_for("cuda_graph", dep, b)
     assert any(o.kind == "graph_bs" and int(o.changes[0]["value"]) < b.cuda_graph_max_bs for o in opts)
 
 

@@ -314,9 +314,10 @@ def _opts_cuda_graph(dep: Deployment, b: Budget) -> list[Option]:
     headroom = b.headroom_gib or 0
     per_bs = b.cuda_graph_gib / max(1, min(bs, b.max_running_requests or bs))
     room = headroom - draft_out - b.activations_gib
-    if per_bs > 0 and bs > 1:
-        # at least halve the largest graph; otherwise the largest batch size the room allows
-        new_bs = max(1, min(bs // 2, int(room / per_bs))) if room > 0 else 1
+    if per_bs > 0 and bs > 1 and room > 0:
+        # at least halve the largest graph; otherwise the largest batch size the room allows (with no
+        # room at all outside the activations' reserve, smaller graphs cannot be the fix: none offered)
+        new_bs = max(1, min(bs // 2, int(room / per_bs)))
         new_bs = max(b_ for b_ in decode_graph_batch_sizes(max(new_bs, 1), bool(dep.spec)) or [1])
         opts.append(Option("graph_bs", COST_THROUGHPUT, [_set("--cuda-graph-max-bs-decode", new_bs)],
                            {"bs": new_bs, "was": bs, "per_bs_mib": per_bs * 1024, "room_gib": room}, fits=None))
