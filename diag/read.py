@@ -237,15 +237,20 @@ def _reason(exc: BaseException) -> str:
     return text.splitlines()[0][:120]
 
 
-def _read_head(stream: BinaryIO) -> bytes:
+def read_up_to(stream: BinaryIO, size: int) -> bytes:
+    """`size` bytes (fewer only at the end): reads until that much came or the stream ended."""
     chunks, total = [], 0
-    while total < HEAD_BYTES:
-        data = stream.read(HEAD_BYTES - total)
+    while total < size:
+        data = stream.read(size - total)
         if not data:
             break
         chunks.append(data)
         total += len(data)
     return b"".join(chunks)
+
+
+def _read_head(stream: BinaryIO) -> bytes:
+    return read_up_to(stream, HEAD_BYTES)
 
 
 def _read_head_tolerant(stream: BinaryIO) -> tuple[bytes, BaseException | None]:

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 from .clean import SAMPLE, Cleaner
-from .read import MAX_LINE, Opened, _Peek, _reason, iter_lines
+from .read import MAX_LINE, Opened, _Peek, _reason, iter_lines, read_up_to
 
 CHUNK = 2 << 20              # bytes of text per chunk (peak memory grows with it)
 FAST_MIN_BYTES = 4 << 20     # smaller inputs are read line by line (polars' start-up costs more)
@@ -208,16 +208,6 @@ def _escape(text: str) -> str:
 
 # -- reading ---------------------------------------------------------------------------------
 
-def _read_chunk(stream, size: int) -> bytes:
-    """About `size` bytes (less only at the end): reads until that much came or the stream ended."""
-    parts, got = [], 0
-    while got < size:
-        data = stream.read(size - got)
-        if not data:
-            break
-        parts.append(data)
-        got += len(data)
-    return b"".join(parts)
 
 
 class FastReader:
@@ -256,7 +246,7 @@ class FastReader:
             return False
         try:
             # enough to decide (a min_bytes past 64 MiB means: line by line whatever the size)
-            first = _read_chunk(opened.stream, max(CHUNK, min(self.min_bytes, 64 << 20)))
+            first = read_up_to(opened.stream, max(CHUNK, min(self.min_bytes, 64 << 20)))
         except (OSError, EOFError, ValueError) as exc:
             opened.notes.append(f"reading stopped early: {_reason(exc)}")
             return False
@@ -284,7 +274,7 @@ class FastReader:
             yield data[at:at + CHUNK]
         while True:
             try:
-                data = _read_chunk(self.opened.stream, CHUNK)
+                data = read_up_to(self.opened.stream, CHUNK)
             except (OSError, EOFError, ValueError) as exc:
                 self.opened.notes.append(f"reading stopped early: {_reason(exc)}")
                 return
