@@ -724,11 +724,9 @@ def _other_share(f: Facts):
 TRANSFER_FILES = ("transport", "transfer_engine", "mooncake", "nixl", "rdma")
 
 
-class _NoEvent:
-    data: dict = {}
-
-
-_NOEV = _NoEvent()
+def _transfer_field(f: Facts, key: str, default=None):
+    ev = _transfer_error(f)
+    return ev.data.get(key, default) if ev is not None else default
 
 
 def _transfer_error(f: Facts):
@@ -738,16 +736,8 @@ def _transfer_error(f: Facts):
     return None
 
 
-SPEC_WORDS = ("eagle", "speculative", "spec_", "ngram", "mtp", "draft")
-
-
 def _frames_speculative(f: Facts) -> bool:
-    for e in f.events:
-        for fr in e.data.get("frames") or []:
-            where = f"{getattr(fr, 'file', '')} {getattr(fr, 'func', '')}".lower()
-            if any(w in where for w in SPEC_WORDS):
-                return True
-    return False
+    return any(P.in_speculative(e.data.get("frames")) for e in f.events)
 
 
 def _compute_capability(f: Facts) -> float | None:
@@ -779,14 +769,8 @@ def _tp_divisibility(f: Facts) -> bool:
     ev = f.failure_event
     if ev is None or ev.data.get("type") not in ("AssertionError", "ValueError", None):
         return False
-    text = (ev.data.get("message") or ev.text or "")[:400]
-    squeezed = text.replace(" ", "")
-    if "%" in squeezed and "==0" in squeezed and ("tp_size" in squeezed or "tensor_parallel" in squeezed):
-        return True                      # assert self.total_num_heads % tp_size == 0
-    if "not divisible by" in text:       # ensure_divisibility's '40 is not divisible by 6' with the TP size it divides by
-        tail = text.rsplit("not divisible by", 1)[1].strip().rstrip(".").split()
-        return bool(tail) and tail[0].isdigit() and int(tail[0]) == _tp(f) and _tp(f) > 1
-    return False
+    tp = _tp(f)
+    return bool(ev.data.get("tp_divides_check")) or (tp > 1 and ev.data.get("not_divisible_by") == tp)
 
 
 def _tp_dividing_heads(f: Facts) -> int | None:
@@ -806,23 +790,16 @@ def _names():
     return names
 
 
-def _first_int_flag(f: Facts, *names: str) -> int:
-    from .numbers import to_int
-    for n in names:
-        v = f.flag(n)
-        if v is not None:
-            got = to_int(str(v))
-            if got:
-                return got
-    return 1
-
-
 def _tp(f: Facts) -> int:
-    return _first_int_flag(f, "--tp-size", "--tensor-parallel-size", "--tp")
+    """The TP size the server was started with (the launch flags are keyed by their catalog name,
+    so --tp and --tensor-parallel-size arrive as --tp-size)."""
+    from .numbers import to_int
+    return to_int(str(f.flag("--tp-size", default=""))) or 1
 
 
 def _pp(f: Facts) -> int:
-    return _first_int_flag(f, "--pp-size", "--pipeline-parallel-size", "--pp")
+    from .numbers import to_int
+    return to_int(str(f.flag("--pp-size", default=""))) or 1
 
 
 def _self_share(f: Facts):
@@ -950,10 +927,10 @@ FACT_PATHS: dict[str, tuple[str, object]] = {
     "transfer.error": ("the first error record of a KV-transfer engine's transport (Mooncake's, NIXL's glog lines)",
                        lambda f: _transfer_error(f)),
     "transfer.message": ("its message (after the glog prefix), at most 160 characters",
-                         lambda f: (_transfer_error(f) or _NOEV).data.get("message", "")[:160] or None),
-    "transfer.file": ("the transport source file that reported it", lambda f: (_transfer_error(f) or _NOEV).data.get("file")),
+                         lambda f: _transfer_field(f, "message", "")[:160] or None),
+    "transfer.file": ("the transport source file that reported it", lambda f: _transfer_field(f, "file")),
     "transfer.efault": ("its error is EFAULT ('Bad address'): a device pointer handed to a host-memory transport",
-                        lambda f: bool(_transfer_error(f)) and "Bad address" in _transfer_error(f).data.get("message", "")),
+                        lambda f: bool(_transfer_field(f, "efault", False))),
     "frames.speculative": ("a traceback of the log passes through speculative decoding (a draft worker, EAGLE, MTP)",
                            lambda f: _frames_speculative(f)),
     "model.name_params_b": ("billions of parameters the model's name states ('…-70B'), for a model the catalog lacks",

@@ -30,6 +30,19 @@ FRAME_RULES: list[tuple[str, object]] = [
     ("decode", rx.compile(r"forward_decode|decode_step")),
 ]
 
+# Words of a frame's file or function that place it in speculative decoding (draft worker, EAGLE, MTP).
+SPECULATIVE_WORDS = ("eagle", "speculative", "spec_", "ngram", "mtp", "draft")
+
+
+def in_speculative(frames) -> bool:
+    """Whether any of the frames runs speculative-decoding code."""
+    for fr in frames or ():
+        where = f"{getattr(fr, 'file', '') or ''} {getattr(fr, 'func', '') or ''}".lower()
+        if any(w in where for w in SPECULATIVE_WORDS):
+            return True
+    return False
+
+
 # The part of SGLang the innermost SGLang frame belongs to (by its file), most specific first.
 SUBSYSTEMS: list[tuple[str, object]] = [
     ("speculative worker", rx.compile(r"sglang/srt/speculative/")),

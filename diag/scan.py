@@ -208,8 +208,6 @@ def _escape(text: str) -> str:
 
 # -- reading ---------------------------------------------------------------------------------
 
-
-
 class FastReader:
     """Reads one SGLang log: `run()` feeds `on_line` the lines the parser must see and tells the
     parser about the others; False when the input is read line by line instead (`cleaner` is then

@@ -56,7 +56,6 @@ GRAPH_FILES = ("cuda/graphs.py", "cuda_graph_runner.py", "graph_runner.py")
 SYNC_FUNCS = frozenset(("synchronize", "wait_stream", "wait_event", "query"))
 SYNC_FILES = ("cuda/__init__.py", "cuda/streams.py")
 JIT_FILES = ("jit", "cpp_extension", "ninja", "triton/compiler", "tvm_ffi")
-SPEC_FILES = ("eagle", "speculative", "spec_", "ngram", "mtp")
 # the hierarchical cache: its radix tree, the controller that moves KV between GPU and host, the host pool, storage backends
 HICACHE_FILES = ("hiradix_cache", "hi_mamba_radix", "hicache", "cache_controller", "memory_pool_host")
 # libraries whose frames are not SGLang's (py-spy prints paths shortened to their package)
@@ -184,6 +183,7 @@ def _dump_frames(ev) -> tuple[list, str | None]:
 
 
 def _watchdog_values(facts, hits, v: dict, out: Values, quote: bool) -> None:
+    from .. import phase as P
     from ..numbers import to_float
     timeouts = [e for e in hits if _name(e) in WATCHDOG_NAMES] or \
         [e for e in facts.events if _name(e) in WATCHDOG_NAMES]
@@ -224,7 +224,7 @@ def _watchdog_values(facts, hits, v: dict, out: Values, quote: bool) -> None:
         if wait is not None:
             v["stuck"]["wait_function"] = wait.func
             v["stuck"]["wait_file"] = wait.file.replace("\\", "/").split("/")[-1]
-        v["speculative"] = any(any(k in f.file for k in SPEC_FILES) for f in frames)
+        v["speculative"] = P.in_speculative(frames)
         v["hicache"] = any(any(k in (f.file or "").replace("\\", "/").split("/")[-1] for k in HICACHE_FILES) for f in frames)
         if quote:
             out.evidence.append((mine[0].input, mine[0].line, "trigger"))

@@ -930,6 +930,18 @@ def _read_fields(ev: Event) -> None:
             d[key] = found
     if "only supports topk = 1" in message or "topk > 1" in message:   # speculative decoding refuses the EAGLE topk
         d["spec_topk_error"] = True
+    if ev.kind in ("exception", "error") and ("%" in message or "not divisible by" in message):
+        # a check that something divides evenly over the TP ranks: the assertion's source line
+        # ('assert self.total_num_heads % tp_size == 0') or ensure_divisibility's 'N is not divisible by M'
+        squeezed = message[:400].replace(" ", "")
+        if "%" in squeezed and "==0" in squeezed and ("tp_size" in squeezed or "tensor_parallel" in squeezed):
+            d["tp_divides_check"] = True
+        elif "not divisible by" in message:
+            tail = message.rsplit("not divisible by", 1)[1].strip().rstrip(".").split()
+            if tail and tail[0].isdigit():
+                d["not_divisible_by"] = int(tail[0][:6])
+    if d.get("source") == "glog" and "Bad address" in message:
+        d["efault"] = True          # EFAULT: a pointer the call cannot read (a GPU buffer handed to a socket)
     if ev.kind == "launch" and isinstance(d.get("command"), str):
         from ..launch import split_command
         d["flag_names"] = [name for t in split_command(d["command"]) if RE_FLAG_NAME.match(name := t.split("=", 1)[0])]
