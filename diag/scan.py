@@ -106,12 +106,10 @@ class Gap:
 # -- the multi-pattern pass -------------------------------------------------------------------
 
 class Signatures:
-    """Which lines of a chunk carry a failure signature: the parser's failure words and phrases,
-    and any extra patterns given (a leading '^' dropped: a line's prefix comes first)."""
+    """Which lines of a chunk carry a failure signature: the parser's failure words and phrases."""
 
-    def __init__(self, patterns: list[str] | None = None) -> None:
-        self.patterns = [p[1:] if p.startswith("^") else p for p in (patterns or [])]
-        self.patterns += FAILURE_PHRASES + [_escape(w) for w in FAILURE_WORDS]
+    def __init__(self) -> None:
+        self.patterns = FAILURE_PHRASES + [_escape(w) for w in FAILURE_WORDS]
         self.engine = "polars"
         self._db = None
         rest = self.patterns
