@@ -450,12 +450,14 @@ def _known_failure(f: Facts) -> None:
     if cat is None:
         return
     order = ([f.failure_event] if f.failure_event is not None else []) + [e for e in f.events if e is not f.failure_event]
+    refused: set[str] = set()     # messages already found unreviewed: an event-dense log repeats them
     for ev in order[:5000]:
         m = getattr(ev, "msg", None)
-        if m is None or not m.category or "." not in m.category or m.category == "runtime.other":
+        if m is None or not m.category or "." not in m.category or m.category == "runtime.other" or m.id in refused:
             continue
         if ev is not f.failure_event and (m.level or "").lower() in QUIET_LEVELS:
             continue
+        refused.add(m.id)
         entry = cat.get(m.id)
         if entry is None or cat.reviewed_category(m.id) != m.category:
             continue
