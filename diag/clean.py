@@ -178,6 +178,12 @@ def _mid_token(prev: str, nxt: str) -> bool:
     return a in "-_/=" and (b.isalnum() or b in "-_")
 
 
+def _repeats(line: str, nxt: str) -> bool:
+    """The next line begins as this one does: a repeated record (a message every rank prints,
+    a check in a loop), not the rest of this one wrapped onto a new line."""
+    return len(nxt) >= 24 and nxt[:24] == line[:24]
+
+
 def _wrap_width(lines: list[str], starts_record) -> int | None:
     """The width a paster hard-wrapped at: lines of exactly the maximum length that are followed
     by the rest of themselves (a line that does not start a record, often cut mid-word)."""
@@ -190,7 +196,8 @@ def _wrap_width(lines: list[str], starts_record) -> int | None:
     full = [i for i, n in enumerate(lengths) if n >= top - 1 and i + 1 < len(lines)]
     if not full:
         return None
-    follows = [i for i in full if lines[i + 1] and not starts_record(lines[i + 1])]
+    follows = [i for i in full if lines[i + 1] and not starts_record(lines[i + 1])
+               and not _repeats(lines[i], lines[i + 1])]
     mid_word = [i for i in follows if _mid_token(lines[i], lines[i + 1])]
     if len(full) >= 3 and len(follows) >= 0.6 * len(full):
         return top
@@ -300,7 +307,7 @@ class Cleaner:
         for lineno, raw in raw_lines():
             if pending is not None:
                 if width and last_len >= width - 1 and raw and not self._starts_record(raw) \
-                        and not pending[1].rstrip().endswith(("|", "+", ">")):
+                        and not pending[1].rstrip().endswith(("|", "+", ">")) and not _repeats(pending[1], raw):
                     pending = (pending[0], pending[1] + raw)
                     last_len = len(raw)
                     self.info.joined += 1

@@ -467,8 +467,15 @@ def _known_failure(f: Facts) -> None:
 
 def _failures(f: Facts) -> None:
     spec = bool(f.flag("--speculative-algorithm"))
-    failures = [e for e in f.events if e.kind in ("exception", "oom", "argparse", "signal", "watchdog", "retract")
-                or (e.kind == "error" and e.data.get("source") != "traceback-header")]
+    def kind(e) -> str:
+        # a plain message line the catalog files as an error or a signal is one too (a library's
+        # one-line check before its exit(1), the launcher's child-exit line)
+        m = getattr(e, "msg", None)
+        if e.kind == "message" and m is not None and m.event in ("error", "signal"):
+            return m.event
+        return e.kind
+    failures = [e for e in f.events if kind(e) in ("exception", "oom", "argparse", "signal", "watchdog", "retract")
+                or (kind(e) == "error" and e.data.get("source") != "traceback-header")]
     first_fail = failures[0] if failures else None
     if first_fail:
         f.failure_line = first_fail.line

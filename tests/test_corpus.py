@@ -32,8 +32,6 @@ CATEGORY_GAPS = {
     "y14-inkling-mtp-eighth-draft-pool-oom": "the input is the reporter's four-line summary, not SGLang's output",
     "b21-warmup-0000-host-proxy-502": "the warm-up's 502 is told in the reporter's prose, not in server output",
     # the held-out half and the fresh set (first looks in tests/data/README.md)
-    "c13-verl-memory-saver-cumemcreate-oom": "a cuMemCreate failure in torch_memory_saver under a colocated trainer is not yet read as memory held by the trainer",
-    "c14-memory-saver-resume-curesult1": "a CUresult error in torch_memory_saver's resume path has no line diag reads as a failure",
     "c29-deepep-max-dispatch-tokens-over-1024": "DeepEP's dispatch-token assertion is not yet read as an invalid SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK",
     "c44-router-prefill-url-bootstrap-port-comma": "the router's refusal of a port with a comma is not yet read as an invalid --prefill value",
     "f01-deepep-normal-cuda-graph": "the paste holds only SGLang's generic capture-failure advice, not the DeepEP mode",
@@ -56,7 +54,7 @@ FIX_GAPS = {
     "x24-llava-next-72b-single-gpu-weights-oom", "y07-gemma3-27b-bnb4-4090-not-enough-memory",
     "y13-dsv4-flash-eagle-draft-weights-counted-no-kv-room", "y14-inkling-mtp-eighth-draft-pool-oom",
     "c11-dynamo-70b-single-gpu-oom", "c32-specforge-eagle3-draft-dtype-mismatch",
-    "c13-verl-memory-saver-cumemcreate-oom", "c28-tp-not-dividing-attention-heads", "c29-deepep-max-dispatch-tokens-over-1024",
+    "c28-tp-not-dividing-attention-heads", "c29-deepep-max-dispatch-tokens-over-1024",
     "c44-router-prefill-url-bootstrap-port-comma", "f01-deepep-normal-cuda-graph", "f07-misspelled-cuda-visible-devices-busy-gpu",
     "f14-ascend-pd-mf-store-url-placeholder")}
 

@@ -30,7 +30,8 @@ REQUIRED = {"id", "component", "event", "category", "subsystem", "severity", "me
 OPTIONAL = {"template", "regex", "versions", "verified", "fallback", "expect"}
 SEVERITIES = {"error", "warning", "info"}
 LICENCES = ("BSD-3-Clause", "BSD-2-Clause", "MIT", "Apache-2.0", "PSF-2.0", "LGPL-2.1", "GPL-2.0", "GPL-3.0",
-            "NVIDIA proprietary", "AMD proprietary", "Intel proprietary", "BSD-style", "NCSA", "MPL-2.0")
+            "NVIDIA proprietary", "AMD proprietary", "Intel proprietary", "BSD-style", "NCSA", "MPL-2.0",
+            "no licence stated")
 FAMILIES = {c.split(".")[0] for c in CATEGORIES}
 
 

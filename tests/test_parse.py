@@ -392,6 +392,15 @@ def test_a_last_value_followed_by_a_shell_line_is_not_a_wrap():
     assert [t for _, t in Cleaner().run(lines)] == lines
 
 
+def test_a_repeated_line_of_the_widest_length_is_not_a_wrap():
+    """A library's check printed once per rank gives lines of one length, each complete: a
+    line that begins as the one before it is the next record, not its wrapped rest."""
+    line = "[torch_memory_saver.cpp] CUresult error  result=1 file=csrc/torch_memory_saver.cpp func=resume line=214"
+    lines = [line] * 4 + ["Child process unexpectedly failed with an exit code 256. pid=%d" % p for p in range(97719, 97723)]
+    c = Cleaner()
+    assert [t for _, t in c.run(lines)] == lines and c.info.joined == 0
+
+
 def test_version_from_the_flags_an_ambiguous_option_names(tmp_path):
     from diag.analyze import Options, analyze_with_facts
     p = tmp_path / "x.log"
