@@ -700,6 +700,18 @@ def _msg_attr(ev, name: str):
     return getattr(m, name, None) if m is not None else None
 
 
+def _msg_entry_text(ev, name: str) -> str | None:
+    """The catalog entry's own meaning or action for the event's message (the hand lists and the
+    reviews write one; extracted messages have none)."""
+    m = getattr(ev, "msg", None) if ev is not None else None
+    if m is None:
+        return None
+    from .parse.sglang import _catalog
+    cat = _catalog()
+    entry = cat.get(m.id) if cat is not None else None
+    return (getattr(entry, name, None) or None) if entry is not None else None
+
+
 def _oom0(f: Facts):
     return f.ooms[0] if f.ooms else None
 
@@ -882,6 +894,10 @@ FACT_PATHS: dict[str, tuple[str, object]] = {
                                  lambda f: _msg_attr(f.failure_event, "category")),
     "failure.message_component": ("who prints that message (sglang, torch, nccl, ...)",
                                   lambda f: _msg_attr(f.failure_event, "component")),
+    "failure.meaning": ("what the catalog says that message means (hand lists and reviews only)",
+                        lambda f: _msg_entry_text(f.failure_event, "meaning")),
+    "failure.action": ("what the catalog says to do about it (hand lists and reviews only)",
+                       lambda f: _msg_entry_text(f.failure_event, "action")),
     "known.category": ("the category the catalog's review gives the first failure it knows (see KnownFailure)",
                        lambda f: f.known.category if f.known else None),
     "known.event": ("that failure (its line is quoted)", lambda f: f.known.event if f.known else None),

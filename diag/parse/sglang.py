@@ -494,8 +494,10 @@ class LogParser:
             self._tb_chain_next = True
             return "plain"
         m = EXC_LINE.match(stripped) if stripped[:1].isalpha() else None
-        if m and (not msg.startswith((" ", "\t")) or (self._tb is not None and m[2] is not None and _exception_name(m[1]))):
-            # an exception line, or one indented under the frames it ends (a paste that kept the indentation)
+        if m and (not msg.startswith((" ", "\t")) or (self._tb is not None and _exception_name(m[1]) and (
+                m[2] is not None or (stripped == m[1] and self._tb.frames)))):
+            # an exception line, or one indented under the frames it ends (a paste that kept the
+            # indentation), a bare exception name ('  AssertionError') included
             self._exception(lineno, text, ts, rank, m[1], m[2] or "")
             return "event"
         if self._tb is not None:
