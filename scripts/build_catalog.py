@@ -527,11 +527,12 @@ def group_families(corpus: Corpus, msgs: list[dict]) -> None:
             msgs[j]["family_oldest"] = oldest
 
 
-def choose_anchors(templates: list[tuple[int, str]]) -> dict[int, str]:
-    """Per matchable message, the pre-filter key that the fewest other messages share."""
+def choose_anchors(templates: list[tuple[int, str]], universe: list[tuple[int, str]] | None = None) -> dict[int, str]:
+    """Per matchable message, the pre-filter key that the fewest other messages share (of
+    `universe`'s, when given: the keys' counts over all messages)."""
     keys = {i: T.anchor_keys(t) for i, t in templates}
     df: dict[str, int] = defaultdict(int)
-    for ks in keys.values():
+    for ks in (keys.values() if universe is None else (T.anchor_keys(t) for _, t in universe)):
         for k in ks:
             df[k] += 1
     out = {}
@@ -737,6 +738,15 @@ def write_catalog(path: Path, releases: dict, msgs: list[dict], meta: dict,
     anchors = choose_anchors([(i, t) for i, t, _ in cand])
     for i in sorted(anchors):
         db.execute("INSERT OR IGNORE INTO anchors VALUES (?,?)", (anchors[i], i[0]))
+    # and a second key from the first sentence of a message of several: a paste or a log line cut
+    # after it (the values and the rest dropped) is still found, whatever the whole message's
+    # rarest word is
+    lead = choose_anchors([(i, T.first_sentence(t)) for i, t, _ in cand if i in anchors and T.first_sentence(t)],
+                          [(i, t) for i, t, _ in cand])
+    for i in sorted(lead):
+        if lead[i] != anchors[i]:
+            db.execute("INSERT OR IGNORE INTO anchors VALUES (?,?)", (lead[i], i[0]))
+    counts_lead = sum(1 for i in lead if lead[i] != anchors[i])
     found = {i[0] for i in anchors}
     unfindable = 0                                # regex alternatives with no word to find them by
     for i, _, e in cand:
@@ -777,6 +787,7 @@ def write_catalog(path: Path, releases: dict, msgs: list[dict], meta: dict,
     counts["hand_unanchored_alternatives"] = unfindable
     counts["reviewed_families"] = len(reviews)
     counts["anchors"] = len(anchors)
+    counts["lead_anchors"] = counts_lead
     meta = dict(meta)
     meta["counts"] = counts
     meta["toml_sha256"] = toml_sources_hash()

@@ -184,8 +184,20 @@ def to_cut_regex(template: str, min_literal: int = 40) -> tuple[str, list[tuple[
     for k, seg in enumerate(segs):
         if seg[0] == "lit":
             text = seg[1].lstrip() if k == 0 else seg[1]
-            pieces.append(_re_literal(text.rstrip()) + (r"\s*" if text != text.rstrip() else ""))
-            lit += len(text) - text.count(" ")
+            # a literal of several sentences may be cut after any of them (the paster kept the
+            # first sentence, the values after it dropped): each sentence is a piece of its own
+            parts = text.split(". ")
+            for j, part in enumerate(parts):
+                part = part + (". " if j < len(parts) - 1 else "")
+                if not part:
+                    continue
+                pieces.append(_re_literal(part.rstrip()) + (r"\s*" if part != part.rstrip() else ""))
+                lit += len(part) - part.count(" ")
+                if need is None and lit >= min_literal and j < len(parts) - 1:
+                    need = len(pieces)
+            if need is None and lit >= min_literal:
+                need = len(pieces)
+            continue
         elif seg[0] == "any":
             pieces.append(r".*?")
         else:
@@ -195,7 +207,7 @@ def to_cut_regex(template: str, min_literal: int = 40) -> tuple[str, list[tuple[
             # a value without spaces: a cut line must not let a value swallow the text after it
             pieces.append(f"(?P<{group}>{TYPES[typ] if typ != 'str' else r'[^ ]*?'})")
         if need is None and lit >= min_literal:
-            need = k + 1            # the segments up to here must all match
+            need = len(pieces)      # the pieces up to here must all match
     pattern = ""
     for piece in reversed(pieces[need:]):
         pattern = f"(?:{piece}{pattern})?"
@@ -278,6 +290,21 @@ def anchor_keys(template: str) -> set[str]:
         keys.update(run)
         keys.update(f"{a} {b}" for a, b in zip(run, run[1:]))
     return keys
+
+
+def first_sentence(template: str) -> str | None:
+    """The template up to the end of its first sentence ('. ' in literal text, 24+ characters in),
+    when the first line has more after it; None for a one-sentence message."""
+    first = template.split("\n", 1)[0]
+    depth = 0
+    for k, ch in enumerate(first):
+        if ch == "{" and first[k + 1:k + 2] != "{":
+            depth += 1
+        elif ch == "}" and depth:
+            depth -= 1
+        elif ch == "." and not depth and k >= 24 and first[k + 1:k + 2] == " " and first[k + 2:].strip():
+            return first[:k + 1]
+    return None
 
 
 def line_keys(text: str, limit: int = 400) -> list[str]:
