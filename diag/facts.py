@@ -712,6 +712,47 @@ def _msg_entry_text(ev, name: str) -> str | None:
     return (getattr(entry, name, None) or None) if entry is not None else None
 
 
+def _backend_gate(f: Facts) -> list[str] | None:
+    """The attention backends a failure's message allows, when SGLang's check names them in its own
+    text ('Gemma4 only supports trtllm_mha, triton, or intel_xpu attention backend, got ...'): the
+    words of the catalog template's literal text that are choices of --attention-backend, the one
+    in use left out, in SGLang's order of preference. None for a message that is not such a gate."""
+    ev = f.failure_event
+    m = getattr(ev, "msg", None) if ev is not None else None
+    tmpl = getattr(m, "template", None) if m is not None else None
+    info = f.catalog.flag("--attention-backend") if f.catalog is not None else None
+    if not tmpl or info is None or not info.choices:
+        return None
+    low = tmpl.lower()
+    if "support" not in low or not ("attention backend" in low or "attention_backend" in low):
+        return None
+    literal = "".join(ch if (ch.isalnum() or ch == "_") else " " for ch in _template_literal(tmpl))
+    current = str(f.flag("--attention-backend") or "")
+    words = literal.split()
+    # 'The hpc_ops attention backend only supports ...': the backend the check is about, not one it allows
+    subject = {w for i, w in enumerate(words[:-2]) if words[i + 1:i + 3] in (["attention", "backend"], ["backend", "only"])
+               and (words[i + 1] == "backend" or (i + 3 < len(words) and words[i + 3] in ("only", "does", "is", "requires")))}
+    named = [w for w in dict.fromkeys(words) if w in info.choices and w != current and w not in subject]
+    if not named:
+        return None
+    from .explain.flags import BACKEND_PREFERENCE
+    named.sort(key=lambda n: BACKEND_PREFERENCE.index(n) if n in BACKEND_PREFERENCE else len(BACKEND_PREFERENCE))
+    return named
+
+
+def _template_literal(tmpl: str) -> str:
+    """A template's text without its placeholders (the values a log fills in are not the check's words)."""
+    out, depth = [], 0
+    for ch in tmpl:
+        if ch == "{":
+            depth += 1
+        elif ch == "}" and depth:
+            depth -= 1
+        elif not depth:
+            out.append(ch)
+    return "".join(out)
+
+
 def _oom0(f: Facts):
     return f.ooms[0] if f.ooms else None
 
@@ -894,6 +935,9 @@ FACT_PATHS: dict[str, tuple[str, object]] = {
                                  lambda f: _msg_attr(f.failure_event, "category")),
     "failure.message_component": ("who prints that message (sglang, torch, nccl, ...)",
                                   lambda f: _msg_attr(f.failure_event, "component")),
+    "failure.backend_choices": ("the attention backends the failure's own check names as allowed (the one in use left out), "
+                                "SGLang's preference first", lambda f: _backend_gate(f)),
+    "failure.backend_pick": ("the first of them", lambda f: (_backend_gate(f) or [None])[0]),
     "failure.meaning": ("what the catalog says that message means (hand lists and reviews only)",
                         lambda f: _msg_entry_text(f.failure_event, "meaning")),
     "failure.action": ("what the catalog says to do about it (hand lists and reviews only)",

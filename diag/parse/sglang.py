@@ -793,6 +793,25 @@ class LogParser:
         self._exc = ev
         if is_oom_text(exc_type + ": " + message, ev.msg):
             self._oom_from(ev)
+        else:
+            self._inner_error(ev)
+
+    def _inner_error(self, ev: Event) -> None:
+        """A wrapper ('Capture cuda graph failed: {error}', 'Init failed: {e}') quoting another
+        component's error as its last value: that error, when the catalog knows it by name, is an
+        event of its own on the same line, so the rules about it see it."""
+        m = ev.msg
+        if m is None or not m.fields:
+            return
+        inner_text = next((v for v in reversed(list(m.fields.values())) if isinstance(v, str) and len(v) >= 12), None)
+        if inner_text is None:
+            return
+        inner = self._match(inner_text)
+        if inner is None or inner.family == m.family or not inner.category or inner.category == "runtime.other" \
+                or inner.event in ("device_oom", "milestone", "info", "warning"):
+            return
+        extra = self._event("message", ev.line, ev.text, ev.ts, ev.rank, message=inner_text, inner_of=m.name or m.family)
+        extra.msg = inner
 
     def _check_site(self, frame: Frame):
         """A bare AssertionError: the catalog's check at the innermost frame that tests the names
