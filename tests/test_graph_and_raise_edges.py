@@ -110,7 +110,8 @@ def test_graph_bs_at_its_edges(cmd):
     # a batch size of 1 cannot get smaller; no graphs, no room (exactly none, or less), no headroom known
     for b in (dataclasses.replace(big, cuda_graph_max_bs=1), dataclasses.replace(big, cuda_graph_max_bs=None),
               dataclasses.replace(big, cuda_graph_gib=0.0), dataclasses.replace(big, headroom_gib=base),
-              dataclasses.replace(big, headroom_gib=base - 0.5), dataclasses.replace(big, headroom_gib=None)):
+              dataclasses.replace(big, headroom_gib=base - 0.5), dataclasses.replace(big, headroom_gib=None),
+              dataclasses.replace(big, headroom_gib=None, activations_gib=0.1)):
         assert not check_graph_bs(dep, b)
         assert graph_bs(dep, b) is None
     # a batch size of 2 halves to 1; room for less than one batch size still offers the smallest graph
@@ -190,8 +191,10 @@ def check_raise(dep, b) -> str:
             assert not lower.fits or tokens(lower) < ctx, (was, v)
     elif v + STEP <= cap + 1e-9:             # else the largest that fits
         assert not with_(dc, mem_fraction_static=round(v + STEP, 3))[1].fits, (was, v, cap)
+    assert opt.fits is True                  # re-checked: the budget fits at it
     vals = opt.values
     assert vals["fraction"] == v and vals["was"] == was and vals["cap"] == pytest.approx(cap)
+    assert vals["pre_free_gib"] == pre and vals["after"] == MO.after(nb)
     assert vals["static_gib"] == pytest.approx(v * pre) and vals["outside_gib"] == pytest.approx((1 - v) * pre)
     assert vals["static_gib"] + vals["outside_gib"] == pytest.approx(pre)
     assert vals["margin_gib"] == pytest.approx((cap - v) * pre)
@@ -233,10 +236,82 @@ def test_the_chunk_ladder_stops_at_an_eighth_and_at_2048():
     assert MO._raise_fraction(d, b).values["chunk"] == 2048
 
 
+def test_a_chunk_of_2048_is_never_cut():
+    """With no fraction fitting at the chunk in use (here: activations that leave the cap too low),
+    a chunk of 2048 has no smaller rung: nothing is proposed, though 1024 would fit."""
+    dep = deployment(LLAMA8, "RTX 4090")
+    d, b = with_(dep, mem_fraction_static=0.7, chunked_prefill_size=2048)
+    squeezed = dataclasses.replace(b, activations_gib=b.activations_gib + 0.5 * b.pre_load_free_gib)
+    assert MO._search_fraction(d, squeezed, 0.7) is None
+    assert MO._raise_fraction(*with_(dep, mem_fraction_static=0.7, chunked_prefill_size=1024)) is not None
+    assert MO._raise_fraction(d, squeezed) is None
+
+
+def test_no_raise_when_it_adds_no_kv_tokens():
+    """--max-total-tokens caps the pool: a higher fraction gives it nothing, so none is proposed."""
+    dep = deployment(LLAMA8 + " --max-total-tokens 20000", "H100")
+    for f in (0.7, 0.75, 0.8):
+        d, b = with_(dep, mem_fraction_static=f)
+        assert b.fits and b.max_total_num_tokens == 20000
+        assert MO._raise_fraction(d, b) is None
+        assert check_raise(d, b) == "none"
+    free = deployment(LLAMA8, "H100")
+    assert MO._raise_fraction(*with_(free, mem_fraction_static=0.7)) is not None
+
+
+@pytest.mark.parametrize("cmd,gpu", [(LLAMA8, "RTX 4090"), (LLAMA70, "H100")], ids=["8b-4090", "70b-fp8-h100"])
+def test_without_a_context_length_the_largest_fitting_fraction(cmd, gpu):
+    dep = deployment(cmd, gpu)
+    proposed = 0
+    for f in (0.7, 0.75, 0.8, 0.85):
+        d, b = with_(dep, mem_fraction_static=f)
+        b = dataclasses.replace(b, context_len=None)
+        opt = MO._raise_fraction(d, b)
+        if opt is None:
+            continue
+        proposed += 1
+        check_raise(d, b)
+        v, cap = opt.values["fraction"], opt.values["cap"]
+        assert v + STEP > cap + 1e-9 or not with_(d, mem_fraction_static=round(v + STEP, 3))[1].fits
+    assert proposed
+
+
 def test_no_raise_without_a_fraction_in_use_or_free_memory():
-    dep = deployment(LLAMA8, "H100")
+    dep = deployment(LLAMA70, "H100")
     d, b = with_(dep, mem_fraction_static=0.7)
-    assert MO._raise_fraction(d, b) is not None
+    assert not b.fits and MO._raise_fraction(d, b) is not None
     for bad in ({"mem_fraction_static": None}, {"mem_fraction_static": 0.0}, {"mem_fraction_static": 1.0},
                 {"pre_load_free_gib": None}):
         assert MO._raise_fraction(d, dataclasses.replace(b, **bad)) is None, bad
+
+
+# -- cap_requests_context (options._opts_decode) ----------------------------------------------
+
+def test_cap_requests_to_what_the_pool_holds_at_full_context():
+    """--max-running-requests is lowered to the most requests the KV pool holds at the full context
+    (at least 1), and only when that is lower than the number in use."""
+    dep = deployment(LLAMA8, "H100")
+    b0 = M.budget(dep)
+    ctx = b0.context_len
+    offered = 0
+    for running in (1, 2, 3, 8, 48):
+        for tokens in (ctx // 2, ctx, ctx + 1, 2 * ctx - 1, 2 * ctx, 3 * ctx, 8 * ctx, 48 * ctx, 100 * ctx):
+            b = dataclasses.replace(b0, max_total_num_tokens=tokens, max_running_requests=running)
+            opt = next((o for o in MO._opts_decode(dep, b) if o.kind == "cap_requests_context"), None)
+            holds = max(1, tokens // ctx)
+            if holds >= running:
+                assert opt is None, (running, tokens)            # nothing to lower
+                continue
+            offered += 1
+            assert opt is not None, (running, tokens)
+            assert opt.changes == [MO._set("--max-running-requests", holds)]
+            n = int(opt.changes[0]["value"])
+            assert 1 <= n < running                              # always lower
+            assert n == 1 or n * ctx <= tokens                   # each request can hold its full context ...
+            assert (n + 1) * ctx > tokens                        # ... and no more requests would
+            assert opt.values == {"requests": n, "was": running, "kv_tokens": tokens, "context": ctx}
+            assert opt.fits is True and opt.cost == MO.COST_THROUGHPUT
+    assert offered >= 10
+    for missing in ({"max_total_num_tokens": None}, {"context_len": None}, {"max_running_requests": None}):
+        b = dataclasses.replace(b0, **{"max_running_requests": 48, "max_total_num_tokens": ctx, **missing})
+        assert not [o for o in MO._opts_decode(dep, b) if o.kind == "cap_requests_context"], missing
