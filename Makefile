@@ -20,10 +20,12 @@ demo: setup
 browser:
 	@command -v chromium >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core >/dev/null; }
 
-# two processes (pytest-xdist); TEST_JOBS=0 runs in one, TEST_JOBS=auto on every core
+# two processes (pytest-xdist); TEST_JOBS=0 runs in one, TEST_JOBS=auto on every core. worksteal:
+# xdist's default hands each worker a quarter of the suite up front, and the first quarter in
+# file order holds the slow subprocess, server and Ray tests, so one worker ran ~35 s after the other
 TEST_JOBS ?= 2
 test: setup browser
-	DIAG_REQUIRE_BROWSER=1 $(BIN)/python -m pytest $(if $(filter 0,$(TEST_JOBS)),,-n $(TEST_JOBS))
+	DIAG_REQUIRE_BROWSER=1 $(BIN)/python -m pytest $(if $(filter 0,$(TEST_JOBS)),,-n $(TEST_JOBS) --dist worksteal)
 
 bench: setup
 	$(BIN)/python benchmarks/run.py

@@ -10,15 +10,21 @@ from pathlib import Path
 
 import pytest
 
+import clirun
+
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).parent / "data"
 DIAG = [sys.executable, "-m", "diag"]
 
 
-def run(*args, stdin: bytes | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
-    e = dict(os.environ, NO_COLOR="1")
-    e.update(env or {})
-    return subprocess.run(DIAG + list(args), input=stdin, capture_output=True, cwd=ROOT, env=e, timeout=120)
+def run(*args, stdin: bytes | None = None, env: dict | None = None, cwd=ROOT) -> subprocess.CompletedProcess:
+    """`diag args…` in this process (tests/clirun.py): the same code as the entry point, no start-up."""
+    return clirun.run(list(args), stdin=stdin, env={"NO_COLOR": "1", **(env or {})}, cwd=cwd)
+
+
+def sub(*args, stdin: bytes | None = None, env: dict | None = None, cwd=ROOT) -> subprocess.CompletedProcess:
+    """`python -m diag args…` as a real process: for stdin, exit statuses and the entry point."""
+    return clirun.subprocess_run(list(args), stdin=stdin, env={"NO_COLOR": "1", **(env or {})}, cwd=cwd)
 
 
 def one_line_error(proc) -> str:
@@ -30,7 +36,7 @@ def one_line_error(proc) -> str:
 
 
 def test_missing_file(tmp_path):
-    proc = run("analyze", str(tmp_path / "nope.log"))
+    proc = sub("analyze", str(tmp_path / "nope.log"))   # the entry point's own exit status
     assert proc.returncode == 2
     assert "no such file" in one_line_error(proc)
 
@@ -53,7 +59,7 @@ def test_binary_file(tmp_path):
 def test_empty_file_is_inconclusive(tmp_path):
     f = tmp_path / "server.log"
     f.write_text("")
-    proc = run("analyze", "--format", "json", str(f))
+    proc = sub("analyze", "--format", "json", str(f))   # exit 3 through the entry point
     assert proc.returncode == 3
     report = json.loads(proc.stdout)
     assert report["status"] == "inconclusive"
@@ -97,7 +103,7 @@ def test_gzip_and_stdin_give_the_same_answer(tmp_path):
     gz = tmp_path / "server.log.gz"
     gz.write_bytes(gzip.compress(log))
     a = json.loads(run("analyze", "--format", "json", str(gz)).stdout)
-    b = json.loads(run("analyze", "--format", "json", "-", stdin=log).stdout)
+    b = json.loads(sub("analyze", "--format", "json", "-", stdin=log).stdout)   # a real pipe
     assert a["findings"][0]["category"] == b["findings"][0]["category"] == "oom.kv_pool"
     assert a["findings"][0]["evidence"] == b["findings"][0]["evidence"]
 
@@ -137,7 +143,7 @@ def test_json_contract():
 def test_fail_on_changes_the_exit_code():
     args = ["analyze", "--format", "json", "tests/data/sglang/018-dsv3-runaway-generation-kv-full-retract.log"]
     assert run(*args).returncode == 0          # a warning is below the default --fail-on error
-    assert run(*args, "--fail-on", "warning").returncode == 1
+    assert sub(*args, "--fail-on", "warning").returncode == 1    # exit 1 through the entry point
     assert run("analyze", "samples/qwen36-27b-mtp-extra-buffer.log", "--fail-on", "never").returncode == 0
 
 
@@ -222,13 +228,13 @@ SAMPLE = "samples/qwen36-27b-mtp-extra-buffer.log"
 def test_a_file_named_like_an_option(tmp_path):
     f = tmp_path / "-x.log"
     f.write_bytes((ROOT / SAMPLE).read_bytes())
-    proc = subprocess.run(DIAG + ["analyze", "-x.log"], capture_output=True, cwd=tmp_path, timeout=60)
+    proc = run("analyze", "-x.log", cwd=tmp_path)
     assert proc.returncode == 2
     err = one_line_error(proc)
     assert "./-x.log" in err and "--" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["-x.log"]  # no file named 'g' written
     for argv in (["analyze", "./-x.log"], ["analyze", "--", "-x.log"]):
-        assert subprocess.run(DIAG + argv, capture_output=True, cwd=tmp_path, timeout=60).returncode == 1
+        assert run(*argv, cwd=tmp_path).returncode == 1
 
 
 @pytest.mark.parametrize("argv, hint", [
@@ -276,13 +282,12 @@ def test_closed_and_full_streams():
 
 
 def test_piped_stdin_needs_no_dash():
-    proc = run("analyze", "--format", "json", stdin=(ROOT / SAMPLE).read_bytes())
+    proc = sub("analyze", "--format", "json", stdin=(ROOT / SAMPLE).read_bytes())   # a real pipe, no "-"
     assert proc.returncode == 1 and json.loads(proc.stdout)["inputs"][0]["path"] == "<stdin>"
 
 
 def test_version_flag():
-    for flag in ("--version", "-V"):
-        proc = run(flag)
+    for proc in (sub("--version"), run("-V")):
         assert proc.returncode == 0 and proc.stdout.decode().startswith("diag ")
 
 
@@ -318,18 +323,18 @@ def test_config_file_and_cli_override(tmp_path):
     log = tmp_path / "server.log"
     log.write_bytes((ROOT / SAMPLE).read_bytes())
     (tmp_path / "pyproject.toml").write_text('[tool.diag]\nignore = ["SGL-OOM-021"]\nfail-on = "critical"\n')
-    sub = tmp_path / "deep" / "er"
-    sub.mkdir(parents=True)
-    base = subprocess.run(DIAG + ["analyze", str(log), "--format", "json"], capture_output=True, cwd=ROOT, timeout=60)
-    cfg = subprocess.run(DIAG + ["analyze", str(log), "--format", "json"], capture_output=True, cwd=sub, timeout=60)
+    deep = tmp_path / "deep" / "er"
+    deep.mkdir(parents=True)
+    base = run("analyze", str(log), "--format", "json", cwd=ROOT)
+    cfg = run("analyze", str(log), "--format", "json", cwd=deep)
     rules = lambda p: [f["rule"] for f in json.loads(p.stdout)["findings"]]  # noqa: E731
     assert "SGL-OOM-021" in rules(base) and "SGL-OOM-021" not in rules(cfg)
     (tmp_path / ".diag.toml").write_text('fail-on = "never"\n')  # .diag.toml wins in the same folder
-    assert subprocess.run(DIAG + ["analyze", str(log)], capture_output=True, cwd=sub, timeout=60).returncode == 0
-    over = subprocess.run(DIAG + ["analyze", str(log), "--fail-on", "info"], capture_output=True, cwd=sub, timeout=60)
+    assert run("analyze", str(log), cwd=deep).returncode == 0
+    over = run("analyze", str(log), "--fail-on", "info", cwd=deep)
     assert over.returncode == 1  # the command line overrides the config
     (tmp_path / ".diag.toml").write_text('fail_onn = "never"\n')
-    bad = subprocess.run(DIAG + ["analyze", str(log)], capture_output=True, cwd=sub, timeout=60)
+    bad = run("analyze", str(log), cwd=deep)
     assert bad.returncode == 2 and b"did you mean 'fail_on'" in bad.stderr
 
 
@@ -357,7 +362,8 @@ def test_sarif_and_github_annotations():
 def test_completion_is_offered():
     # Typer detects the shell from the parent process (sh under CI); its test switch makes
     # the option take the shell by name instead.
-    proc = run("--show-completion", "bash", env={"_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"})
+    # (a real process: typer ends the completion option with sys.exit)
+    proc = sub("--show-completion", "bash", env={"_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"})
     assert proc.returncode == 0 and b"complete" in proc.stdout
 
 
@@ -367,7 +373,7 @@ def test_non_utf8_file_name_in_every_format(tmp_path):
     path.write_bytes((ROOT / SAMPLE).read_bytes())
     for fmt in ("html", "json", "markdown", "text", "sarif"):
         out = tmp_path / f"out.{fmt}"
-        proc = subprocess.run(DIAG + ["analyze", os.fsencode(path), "--format", fmt, "-o", str(out)], capture_output=True, timeout=60)
+        proc = run("analyze", os.fsencode(path), "--format", fmt, "-o", str(out))   # argv decoded as Python does
         assert proc.returncode == 1, proc.stderr
         text = out.read_text(encoding="utf-8")
         assert "bad\\xff.log" in text.replace("\\\\", "\\") or (fmt == "sarif" and "bad%5Cxff.log" in text)
