@@ -20,7 +20,7 @@ import pytest
 from diag.analyze import analyze
 
 DATA = Path(__file__).parent / "data"
-CASES = sorted(p for sub in ("sglang", "extra", "extra2", "blind", "holdout", "fresh") for p in (DATA / sub).glob("*.log"))
+CASES = sorted(p for sub in ("sglang", "extra", "extra2", "blind", "holdout", "fresh", "fresh3") for p in (DATA / sub).glob("*.log"))
 
 # case -> why the category differs from the label
 CATEGORY_GAPS = {
@@ -38,6 +38,15 @@ CATEGORY_GAPS = {
     "f07-misspelled-cuda-visible-devices-busy-gpu": "the traceback is cut before its OOM line; that the GPU was busy is only in the thread",
     "f08-ascend-qwen35-vision-heads-tp6": "the vision tower's head-count check is cut; TP 6 against 16 heads is only in the thread",
     "f14-ascend-pd-mf-store-url-placeholder": "the Ascend transfer engine's init failure is not yet read as an unfilled ASCEND_MF_STORE_URL",
+    # fresh3: 51 logs gathered this session, first looks in tests/data/README.md
+    "a09-aiter-workspace-oom-after-kv-pool-mi355": "a traceback cut inside the attention backend's init, right after the KV pool was allocated, is not yet read as an OOM of the backend's workspace",
+    "a10-extra-buffer-on-non-mamba-model-nonetype": "a None Mamba ping-pong track buffer at decode without a command or a Mamba model is not yet read as extra_buffer armed on a model with no Mamba state",
+    "c03-mineru-v100-sglang-sm75-required": "a retyped message ('sm 75', 'SGlang') does not match SGLang's 'only supports sm75 and above'",
+    "c04-ktransformers-transformers5-deepseekv4config-dataclass": "a dataclass TypeError raised while importing sglang's config classes is not yet read as a transformers release the SGLang build does not support",
+    "d03-rocm720-hip-graph-capture-invalidated-aiter-ar": "an HSA hardware exception is read as a GPU fault; that a ROCm runtime bug invalidated the HIP graph capture is only in the thread",
+    "d05-dynamo-kv-events-publisher-every-tp-rank-port-collision": "the paste stops inside the scheduler's error line; the ZMQ bind error is only in the issue title",
+    "e01-ascend-pd-prefill-overlap-gloo-context-corruption": "SGLang's PD 'context corruption' warning before a gloo abort is not yet read as the overlap scheduler on the prefill node",
+    "e04-sm86-triton-fp8e4nv-kv-cache": "a Triton compile failure cut before its message is not read as fp8e4nv (an e4m3 KV cache) on an sm_86 GPU",
 }
 # case -> the labelled fix flags diag does not suggest, and why
 FIX_GAPS = {
@@ -50,13 +59,24 @@ FIX_GAPS = {
     "c11-dynamo-70b-single-gpu-oom": "the label spells the TP flag '--tp'; diag suggests the catalog's name, --tp-size",
     "c28-tp-not-dividing-attention-heads": "the paste names no model, so no TP size that divides its heads is computed",
     "c31-mooncake-rdma-register-memory-peermem": "switching the transfer backend to NIXL is not offered for a Mooncake registration failure",
+    "a01-kimi-eagle3-draft-inherits-trtllm-mla": "the draft worker's attention backend error is cut; --speculative-draft-attention-backend is only in the thread",
+    "a06-eagle-topk2-flashinfer-prefill-illegal-access": "an illegal memory access under EAGLE topk 2 is not tied to the FlashInfer prefill kernel (the thread's workaround switches backend)",
+    "a07-qwen25vl-72b-awq-4090-gpu0-fast-image-processor": "the OOM names no image processor; that the fast (GPU) image processor filled GPU 0 is only in the thread",
+    "d07-expert-distribution-metrics-eagle-multistep-graph-capture": "a capture invalidated by a host sync in the expert-distribution recorder is not tied to multi-step drafting (--speculative-num-steps 1)",
+    "e03-minimax-m3-gb10-mfs060-not-enough-memory": "the paste holds only the refusal line: with no GPU known diag assumes SGLang's fallback fraction 0.95, calls it already high and offers more TP instead of raising the 0.60 in use",
+    "e08-glm52-samenode-pd-internal-port-block-overlap": "two servers on one node whose internal port blocks overlap: diag names the taken port, not --port as the way to move the block",
+    "e11-flashinfer-jit-no-nvcc-cuda-graph-capture-failed": "diag avoids FlashInfer's JIT with the triton attention and PyTorch sampling backends; --disable-cuda-graph, which only defers the build, is not offered",
+    "e13-deepep-low-latency-cuda-graph-bs512-dispatch-overflow": "no version in the paste: the graph batch flag is spelled for the newest release (--cuda-graph-max-bs-decode), the label uses the older --cuda-graph-max-bs",
+    "e15-llava16-34b-missing-preprocessor-config": "a missing preprocessor_config.json is read as a model-files problem; --tokenizer-path pointing at the original repository is not offered",
 } | {k: v for k, v in CATEGORY_GAPS.items() if k in (
     "x24-llava-next-72b-single-gpu-weights-oom", "y07-gemma3-27b-bnb4-4090-not-enough-memory",
     "y13-dsv4-flash-eagle-draft-weights-counted-no-kv-room", "y14-inkling-mtp-eighth-draft-pool-oom",
     "c11-dynamo-70b-single-gpu-oom", "c32-specforge-eagle3-draft-dtype-mismatch",
     "c28-tp-not-dividing-attention-heads", "c29-deepep-max-dispatch-tokens-over-1024",
     "c44-router-prefill-url-bootstrap-port-comma", "f01-deepep-normal-cuda-graph", "f07-misspelled-cuda-visible-devices-busy-gpu",
-    "f14-ascend-pd-mf-store-url-placeholder")}
+    "f14-ascend-pd-mf-store-url-placeholder", "a10-extra-buffer-on-non-mamba-model-nonetype",
+    "d03-rocm720-hip-graph-capture-invalidated-aiter-ar", "e01-ascend-pd-prefill-overlap-gloo-context-corruption",
+    "e04-sm86-triton-fp8e4nv-kv-cache")}
 
 
 def label_flags(label: dict) -> set[str]:
