@@ -33,6 +33,7 @@ class Options:
     strict: bool = False            # a fix the version lacks, or one that points the wrong way, raises (the tests)
     limits: Limits | None = None    # caps on what is read of each input (diag.read)
     fast_min_bytes: int | None = None  # inputs with at least this much text take the fast reader (diag.scan)
+    small_reader: bool = True       # smaller ones the small reader (diag.scan); False: line by line
 
 
 def _kind(opened: Opened, forced: str | None) -> str:
@@ -56,15 +57,17 @@ def _read_smi(index: int, opened: Opened, info: InputInfo) -> list:
 
 
 def _read_log(index: int, opened: Opened, info: InputInfo, explicit: list[tuple[int, str]], smi_found: list,
-              fast_min_bytes: int | None = None) -> LogParser:
+              fast_min_bytes: int | None = None, small_reader: bool = True) -> LogParser:
     parser = LogParser(index)
     on_line = _LineSink(index, parser, explicit, smi_found)
     reader = scan.FastReader(opened, parser, on_line, scan.Signatures,
-                             min_bytes=scan.FAST_MIN_BYTES if fast_min_bytes is None else fast_min_bytes)
+                             min_bytes=scan.FAST_MIN_BYTES if fast_min_bytes is None else fast_min_bytes,
+                             small=small_reader)
     reader.run()
     on_line.finish()
     parser.finish()
-    _input_notes(info, reader.cleaner, parser, reader.chars if reader.fast else on_line.chars)
+    # the fast reader counts what it decoded; the others the lines fed, and the small one the rest too
+    _input_notes(info, reader.cleaner, parser, reader.chars if reader.fast else on_line.chars + reader.chars)
     return parser
 
 
@@ -151,7 +154,8 @@ def analyze_with_facts(paths: list[str], smi_paths: list[str] | None = None,
         if kind == "nvidia-smi":
             snapshots.extend(_read_smi(index, opened, info))
         else:
-            parsers.append(_read_log(index, opened, info, explicit, snapshots, options.fast_min_bytes))
+            parsers.append(_read_log(index, opened, info, explicit, snapshots, options.fast_min_bytes,
+                                     options.small_reader))
             if parsers[-1].prefixed_lines == 0 and not parsers[-1].events and parsers[-1].content_lines:
                 info.kind = "unknown"
         owners[0].extend([None if kind == "nvidia-smi" else index] * (len(snapshots) - before[0]))

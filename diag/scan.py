@@ -23,13 +23,16 @@ a chunk whose first batch line needs clean-up before the kept rank is known.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
+from . import rx
 from .clean import SAMPLE, Cleaner
+from .parse.batches import NAN, ts_seconds
 from .read import MAX_LINE, Opened, _Peek, _reason, iter_lines, read_up_to
 
 CHUNK = 2 << 20              # bytes of text per chunk (peak memory grows with it)
@@ -77,6 +80,17 @@ FIELDS = {
 MAX_PARTS = 16
 BLOCK_ROWS = 65536          # lines classified at a time (short lines: a chunk is cut in blocks, memory stays flat)
 
+# The small reader (pure Python, no polars): the same classes with Python's `re`, one call per line
+# (the patterns are anchored and unambiguous: linear, timed by tests/test_linear.py), and the
+# failure signatures in one RE2 pass over the input's bytes.
+_PREFIX_RE = re.compile(PREFIX)
+_HTTP_RE = re.compile(HTTP_OK)
+_EMBEDDED_RE = re.compile(EMBEDDED)
+_SIGNATURES_RE = rx.compile_bytes("|".join(f"(?:{p})" for p in FAILURE_PHRASES + [re.escape(w) for w in FAILURE_WORDS]))
+# a batch value the parser reads with float() (batches._f: at most 30 digits a side, True/False)
+_VALUE = r"([0-9]{1,15}(?:\.[0-9]{1,15})?|True|False)"
+MAX_LAYOUTS = 8             # batch-line layouts learned per input (decode, prefill and variants)
+
 
 @dataclass
 class Gap:
@@ -84,6 +98,7 @@ class Gap:
     count: int = 0
     content: int = 0
     closes: bool = False
+    blank: bool = False
     prefixed: int = 0
     first_ts: str | None = None
     last_ts: str | None = None
@@ -212,7 +227,7 @@ class FastReader:
     the one that did it)."""
 
     def __init__(self, opened: Opened, parser, on_line: Callable, signatures: Callable[[], Signatures] | None,
-                 min_bytes: int = FAST_MIN_BYTES, progress: bool | None = None) -> None:
+                 min_bytes: int = FAST_MIN_BYTES, progress: bool | None = None, small: bool = True) -> None:
         self.opened, self.parser, self.on_line = opened, parser, on_line
         self._make_signatures = signatures
         self.signatures: Signatures | None = None
@@ -220,6 +235,7 @@ class FastReader:
         self.min_bytes = min_bytes
         self.cleaner = Cleaner()
         self.fast = False
+        self.small = small                # inputs under min_bytes: the small reader (else line by line)
         self.lines = 0                    # lines read so far
         self._tail: deque = deque(maxlen=TAIL)
         self._last_content: tuple | None = None   # (lineno, text, fed) of the last non-blank line
@@ -246,7 +262,13 @@ class FastReader:
         except (OSError, EOFError, ValueError) as exc:
             opened.notes.append(f"reading stopped early: {_reason(exc)}")
             return False
-        if len(first) < self.min_bytes or not _polars():
+        if len(first) < self.min_bytes:
+            # the whole input is in `first` when it came short of what was asked
+            whole = len(first) < max(CHUNK, min(self.min_bytes, 64 << 20))
+            if not (self.small and whole and self._small(first)):
+                self._slow(first)
+            return False
+        if not _polars():
             self._slow(first)
             return False
         body = first[3:] if opened.encoding == "utf-8-sig" and first.startswith(b"\xef\xbb\xbf") else first
@@ -263,6 +285,182 @@ class FastReader:
         self.signatures = self._make_signatures() if self._make_signatures else None
         self._loop(body)
         return True
+
+    # -- the small reader: an input under min_bytes, read whole, in pure Python ---------------------
+    def _small(self, data: bytes) -> bool:
+        """The fast reader's contract without polars, for a paste or a small log: every line classified
+        in one pass (Python's `re`, one anchored call per line), the failure signatures and the
+        cleaner's trigger words found over the whole input at once; well-formed batch lines of the
+        kept rank become rows in bulk (BatchSeries.add_rows), and the parser is told about them,
+        other ranks' batch lines, successful access lines and blank lines with skip(Gap). Every
+        other line is cleaned and fed, in order. False, with nothing done, where it does not
+        apply (a cleaner that is not plain, a long line, a cap): then the input is read line by line."""
+        opened = self.opened
+        if opened.encoding == "utf-8-sig" and data.startswith(b"\xef\xbb\xbf"):
+            data = data[3:]
+        if b"\r" in data:
+            data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        text = data.decode("utf-8", "replace")
+        lines = text.split("\n")
+        if lines[-1] == "":
+            lines.pop()        # the empty piece after the last newline is no line
+        n = len(lines)
+        if not n or n > opened.limits.max_lines or max(map(len, lines)) >= MAX_LINE // 2:
+            return False
+        from .clean import _strip_ansi
+        cleaner = self.cleaner
+        cleaner.learn([_strip_ansi(l) for l in lines[:SAMPLE]])
+        if not cleaner.plain:
+            self.cleaner = Cleaner()
+            return False
+        # the kept rank: the first line naming a batch must be a batch line as the parser reads it
+        # (one that clean-up turns into a batch line is left to the line-by-line reader)
+        rank = None
+        at = [p for p in (text.find("Decode batch"), text.find("Prefill batch")) if p >= 0]
+        if at:
+            first = lines[text.count("\n", 0, min(at))]
+            m = _PREFIX_RE.match(first)
+            if m is None or not first.startswith(("Decode batch", "Prefill batch"), m.end()):
+                self.cleaner = Cleaner()
+                return False
+            rank = m[2].strip(" ")
+        # lines fed whatever they are: a failure signature, or something the cleaner acts on
+        sig = _line_set(data, (b for m in _SIGNATURES_RE.finditer(data) for b in (m.start(), max(m.start(), m.end() - 1))), b"\n")
+        words = [w for w in DIRTY_WORDS if w in text]
+        spots = [m.start() for m in _EMBEDDED_RE.finditer(text)]
+        for w in words:
+            p = text.find(w)
+            while p >= 0:
+                spots.append(p)
+                p = text.find(w, p + 1)
+        unclean = sig | _line_set(text, spots, "\n") if spots else sig
+        self._small_lines(lines, rank, unclean, sig)
+        self.lines = n
+        return True
+
+    def _small_lines(self, lines: list[str], rank: str | None, unclean: set, sig: set) -> None:
+        parser, on_line, emit = self.parser, self.on_line, self.cleaner.emit
+        n = len(lines)
+        cls = bytearray(n)             # 0 fed, 1 batch line, 2 access line, 3 blank (as in _block)
+        tss: list = [None] * n         # the prefix's timestamp and ranks, where the line has one
+        rks: list = [None] * n
+        rows: list = []                # (kind, line, seconds, the 7 values) of the kept batch lines not fed yet
+        layouts: list = []
+        learned = [0]
+        match, http = _PREFIX_RE.match, _HTTP_RE.match
+        heads = ("Decode batch", "Prefill batch")
+        day = [None, 0.0]
+        gap = 0                        # the first line of the current gap
+        skipped = 0                    # characters of the lines not fed (what on_line would have counted)
+        batch_seen = parser.batch_rank is not None
+        for i, l in enumerate(lines):
+            c = 0
+            m = None
+            if i not in unclean:
+                if l[:1] == "[":
+                    m = match(l)
+                    if m is not None:
+                        e = m.end()
+                        if l.startswith(heads, e):
+                            rk = m[2].strip(" ")
+                            if rk != rank:
+                                c = 1
+                            else:
+                                row = self._small_row(l, e, m[1], i + 1, layouts, learned, day)
+                                if row is not None:
+                                    rows.append(row)
+                                    c = 1
+                        elif " HTTP/" in l and http(l):
+                            c = 2
+                elif not l.strip(" \t"):
+                    c = 3
+                elif " HTTP/" in l and http(l):
+                    c = 2
+            if c:
+                cls[i] = c
+                if m is not None:
+                    tss[i] = m[1]
+                    rks[i] = m[2]
+                skipped += len(l) + 1
+                continue
+            if gap < i:
+                if rows:
+                    _add_rows(parser.batches, rows)
+                    rows = []
+                batch_seen = self._small_gap(lines, cls, tss, rks, gap, i, rank, batch_seen)
+            gap = i + 1
+            seen = False
+            if i in sig:
+                p = match(l) if l[:1] == "[" else None
+                seen = bool((p is not None and l.startswith(heads, p.end())) or (" HTTP/" in l and http(l)))
+            for k, t in emit(i + 1, l):
+                on_line(k, t, None, seen)
+            if not batch_seen and parser.batch_rank is not None:
+                batch_seen = True
+        if rows:
+            _add_rows(parser.batches, rows)
+        if gap < n:
+            self._small_gap(lines, cls, tss, rks, gap, n, rank, batch_seen)
+        self.chars += skipped
+        for i in range(max(0, n - TAIL), n):
+            self._tail.append((i + 1, lines[i], cls[i] != 0))
+        last = next((i for i in range(n - 1, -1, -1) if cls[i] != 3), None)
+        if last is not None and (cls[last] != 0 or lines[last].strip()):
+            self._last_content = (last + 1, lines[last], cls[last] == 0)
+        self._end()
+
+    def _small_gap(self, lines, cls, tss, rks, a: int, b: int, rank, batch_seen: bool) -> bool:
+        """Tell the parser about lines a..b-1 (none of them fed); True once the first batch line is known."""
+        count = b - a
+        blanks = cls.count(3, a, b)
+        batches = cls.count(1, a, b)
+        http = cls.count(2, a, b)
+        ts = [t for t in tss[a:b] if t is not None]
+        ranks = {r.strip(" ") for r in rks[a:b] if r}
+        ranks.discard("")
+        fb = None
+        if not batch_seen and batches:
+            bi = cls.find(1, a, b)
+            fb = (bi + 1, rank or None, _msg(lines[bi]))
+            batch_seen = True
+        head = lambda k, a=a, count=count: [(a + 1 + j, lines[a + j]) for j in range(min(k, count))]  # noqa: E731
+        self.parser.skip(Gap(count=count, content=count - blanks, closes=bool(blanks or batches), blank=bool(blanks),
+                             prefixed=len(ts), first_ts=ts[0] if ts else None, last_ts=ts[-1] if ts else None,
+                             ranks=tuple(ranks), http=http, http_last=cls.rfind(2, a, b) + 1 if http else None,
+                             first_batch=fb, _head=head,
+                             _recent=[(j + 1, lines[j]) for j in range(max(a, b - CONTEXT), b)]))
+        return batch_seen
+
+    @staticmethod
+    def _small_row(l: str, e: int, ts: str, lineno: int, layouts: list, learned: list, day: list):
+        """(kind, line, seconds, values) of a batch line whose message (from e) is in a known layout
+        with values the parser reads with float(); None: the parser reads it."""
+        for full, slots, kind in layouts:
+            m = full(l, e)
+            if m is not None:
+                break
+        else:
+            if len(layouts) >= MAX_LAYOUTS or learned[0] >= 4 * MAX_LAYOUTS:
+                return None
+            learned[0] += 1
+            got = _small_layout(l[e:])
+            if got is None:
+                return None
+            full, slots, kind = got
+            m = full(l, e)
+            if m is None:
+                return None
+            layouts.append(got)
+        vals = [NAN] * 7
+        for slot, v in zip(slots, m.groups()):
+            vals[slot] = 1.0 if v == "True" else 0.0 if v == "False" else float(v)
+        # seconds: the day's start once per day, as batches.ts_seconds computes it
+        if ts[:10] != day[0]:
+            day[0], day[1] = ts[:10], ts_seconds(ts[:10] + " 00:00:00")
+        base = day[1]
+        sec = base + int(ts[11:13]) * 3600 + int(ts[14:16]) * 60 + float(ts[17:].replace(",", ".") or 0) if base == base \
+            else ts_seconds(ts)
+        return (kind, lineno, sec, *vals)
 
     def _pieces(self, data: bytes) -> Iterator[bytes]:
         """The text in pieces of at most CHUNK bytes: what was read to decide, then the stream."""
@@ -507,6 +705,7 @@ class FastReader:
         if acc.height:
             g = acc.group_by("seg", maintain_order=True).agg(
                 n=pl.len(), content=(pl.col("cls") != 3).sum(), closes=((pl.col("cls") == 1) | (pl.col("cls") == 3)).any(),
+                blank=(pl.col("cls") == 3).any(),
                 prefixed=pl.col("ts").is_not_null().sum(), first_ts=pl.col("ts").drop_nulls().first(),
                 last_ts=pl.col("ts").drop_nulls().last(), ranks=pl.col("rank").filter(pl.col("rank") != "").unique(),
                 http=(pl.col("cls") == 2).sum(), http_last=pl.col("i").filter(pl.col("cls") == 2).max(),
@@ -540,7 +739,7 @@ class FastReader:
                 t = lines[bi]
                 fb = (start + bi, rank or None, _msg(t))
                 first_batch_done = True
-            return Gap(count=row["n"], content=row["content"], closes=row["closes"], prefixed=row["prefixed"],
+            return Gap(count=row["n"], content=row["content"], closes=row["closes"], blank=row["blank"], prefixed=row["prefixed"],
                        first_ts=row["first_ts"], last_ts=row["last_ts"], ranks=tuple(r for r in row["ranks"] if r),
                        http=row["http"], http_last=None if row["http_last"] is None else start + row["http_last"],
                        first_batch=fb, _head=head, _recent=near)
@@ -576,6 +775,49 @@ class FastReader:
             i, t, c = content.row(0)
             if c != 0 or t.strip():
                 self._last_content = (start + i, t, c == 0)
+
+
+def _line_set(data, positions, nl) -> set[int]:
+    """The 0-based lines (separated by `nl`) that hold these offsets of `data`."""
+    out: set[int] = set()
+    row, pos = 0, 0
+    for at in sorted(positions):
+        row += data.count(nl, pos, at)
+        pos = at
+        out.add(row)
+    return out
+
+
+def _small_layout(msg: str):
+    """(fullmatch of a batch message in this line's layout, the series each group fills, kind): the
+    parser's reading of the same line (batches.row_of) for every line the pattern takes."""
+    parts = msg.split(", ")
+    if len(parts) >= 4 * MAX_PARTS:
+        return None
+    got = _layout(parts)
+    if got is None:
+        return None
+    heads, keys = got
+    slot_of = {}
+    for si, wanted in enumerate(FIELDS.values()):
+        j = next((keys[k] for k in wanted if k in keys), None)
+        if j is not None:
+            slot_of[j] = si
+    pieces, slots = [], []
+    for j, head in enumerate(heads):
+        if not head.endswith(": "):
+            pieces.append(re.escape(head))
+        elif j in slot_of:
+            pieces.append(re.escape(head) + _VALUE)
+            slots.append(slot_of[j])
+        else:
+            pieces.append(re.escape(head) + "[^,:]*")      # a value no column takes (cuda graph: True)
+    return re.compile(", ".join(pieces)).fullmatch, tuple(slots), 1 if heads[0].startswith("Decode") else 0
+
+
+def _add_rows(series, rows: list) -> None:
+    kinds, lines, secs, *values = (list(col) for col in zip(*rows))
+    series.add_rows(kinds, lines, secs, values)
 
 
 def _layout(parts: list) -> tuple[list[str], dict[str, int]] | None:

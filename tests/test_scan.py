@@ -22,8 +22,15 @@ LOGS = sorted(p for p in DATA.rglob("*") if p.is_file() and p.suffix in (".log",
               and "smi" not in p.parts)
 
 
-def report(path, fast: bool, **kw) -> dict:
-    opts = Options(fast_min_bytes=0 if fast else 1 << 62, **kw)
+# the three readers: the fast one (polars, forced), the small one (pure Python, which diag takes
+# for inputs under the fast reader's threshold) and the line-by-line reader every one must agree with
+READERS = {True: dict(fast_min_bytes=0), "small": dict(fast_min_bytes=1 << 62),
+           False: dict(fast_min_bytes=1 << 62, small_reader=False)}
+
+
+def report(path, fast, **kw) -> dict:
+    """The report JSON through one reader: fast True (the fast reader), "small", or False (line by line)."""
+    opts = Options(**READERS[fast], **kw)
     try:
         out = json.loads(jsonout.dumps(analyze([str(path)], options=opts).to_json()))
     except Exception as exc:  # an input error must be the same error
@@ -34,7 +41,32 @@ def report(path, fast: bool, **kw) -> dict:
 
 @pytest.mark.parametrize("path", LOGS, ids=lambda p: str(p.relative_to(DATA)))
 def test_same_report_through_both_readers(path):
-    assert report(path, fast=True) == report(path, fast=False)
+    slow = report(path, fast=False)
+    assert report(path, fast=True) == slow
+    assert report(path, fast="small") == slow
+
+
+def test_the_small_reader_takes_small_logs(tmp_path):
+    """A plain serving log under the fast reader's threshold is read by the small reader (not line by
+    line), and one that needs clean-up (a collector prefix) line by line, the same report either way."""
+    from diag import scan
+    taken = []
+    small = scan.FastReader._small
+
+    def spy(self, data):
+        taken.append(small(self, data))
+        return taken[-1]
+
+    plain, prefixed = tmp_path / "plain.log", tmp_path / "prefixed.log"
+    plain.write_text(_serving_log(600, OOM_TAIL))
+    prefixed.write_text("".join(f"2026-05-14T10:00:00.000000000Z stdout F {l}\n" for l in _serving_log(600, OOM_TAIL).splitlines()))
+    scan.FastReader._small = spy
+    try:
+        for path in (plain, prefixed):
+            assert report(path, fast="small") == report(path, fast=False)
+    finally:
+        scan.FastReader._small = small
+    assert taken == [True, False]
 
 
 SERVING = [
@@ -82,7 +114,7 @@ def test_serving_log_variants(tmp_path, variant):
         data = gzip.compress(data)
     path.write_bytes(data)
     fast, slow = report(path, fast=True), report(path, fast=False)
-    assert fast == slow
+    assert fast == slow == report(path, fast="small")
     assert fast["findings"], "the OOM is found"
     lines = {c["line"]: c["text"] for f in fast["findings"] for e in f["evidence"] for c in e["context"]}
     assert any("Decode batch" in t for t in lines.values()), "evidence windows show the batch lines around events"
@@ -97,7 +129,8 @@ def test_caps_and_events_between_batches(tmp_path):
     path.write_text("\n".join(lines) + "\n")
     from diag.read import Limits
     for cap in (1000, 1600, 10**6):
-        assert report(path, True, limits=Limits(max_lines=cap)) == report(path, False, limits=Limits(max_lines=cap))
+        slow = report(path, False, limits=Limits(max_lines=cap))
+        assert report(path, True, limits=Limits(max_lines=cap)) == slow == report(path, "small", limits=Limits(max_lines=cap))
 
 
 def test_a_signature_inside_a_batch_line_reaches_the_rules(tmp_path):
@@ -117,12 +150,14 @@ def test_a_signature_inside_a_batch_line_reaches_the_rules(tmp_path):
 def test_batch_statistics_the_same_rows(tmp_path):
     path = tmp_path / "x.log"
     path.write_text(_serving_log(4000, OOM_TAIL))
-    _, fast = analyze_with_facts([str(path)], options=Options(fast_min_bytes=0))
-    _, slow = analyze_with_facts([str(path)], options=Options(fast_min_bytes=1 << 62))
-    a, b = fast.batches[0], slow.batches[0]
-    assert len(a) == len(b) > 1000
-    for name in ("kind", "line", "running", "queue", "usage", "tokens", "throughput"):
-        assert [x if x == x else None for x in a.rows[name]] == [x if x == x else None for x in b.rows[name]], name
+    _, slow = analyze_with_facts([str(path)], options=Options(**READERS[False]))
+    b = slow.batches[0]
+    for reader in (True, "small"):
+        _, fast = analyze_with_facts([str(path)], options=Options(**READERS[reader]))
+        a = fast.batches[0]
+        assert len(a) == len(b) > 1000
+        for name in ("kind", "line", "ts", "running", "queue", "usage", "tokens", "throughput"):
+            assert [x if x == x else None for x in a.rows[name]] == [x if x == x else None for x in b.rows[name]], name
 
 
 def test_a_line_without_end_stays_flat_and_both_readers_agree(tmp_path):

@@ -200,6 +200,35 @@ class BatchSeries:
         if len(c["line"]) >= 2 * KEEP:
             self._spill(len(c["line"]) - KEEP)
 
+    def add_rows(self, kinds: list, lines: list, secs: list, values: list) -> None:
+        """Rows in line order, column by column (the small reader, diag/scan.py): kinds 0/1, line
+        numbers, seconds (nan when untimed), and `values` the lists of COLUMNS[3:] in that order.
+        The same state as `add` called row by row (the full rows, the counts, the spill at 2*KEEP)."""
+        n = len(lines)
+        if not n:
+            return
+        self._flush_frames()
+        c = self._cols
+        if len(c["line"]) and lines[0] < c["line"][-1]:
+            self._unsorted = True
+        c["kind"].extend(kinds)
+        c["line"].extend(lines)
+        c["ts"].extend(secs)
+        for name, col in zip(COLUMNS[3:], values):
+            c[name].extend(col)
+        self.count += n
+        self.untimed += sum(1 for s in secs if s != s)
+        lo, hi = lines[0], lines[-1]
+        if self.first_line is None or lo < self.first_line:
+            self.first_line = lo
+        if self.last_line is None or hi > self.last_line:
+            self.last_line = hi
+        top = max((r for r in values[0] if r == r), default=None)
+        if top is not None and not top <= self.max_running:
+            self.max_running = top
+        while len(c["line"]) >= 2 * KEEP:      # where `add` would have spilled, row by row
+            self._spill(KEEP)
+
     def _count_row(self, lineno: int, sec: float, running: float) -> None:
         self.count += 1
         if sec != sec:

@@ -359,6 +359,10 @@ class LogParser:
                 self._keep_after -= 1
         if gap.closes:
             self._close_exc()
+        if gap.blank:
+            self._launch = None          # a blank line ends a launch command's continuation
+        if gap.content:
+            self._last = None            # the last content line is a batch or access line: no cut message
         self.content_lines += gap.content
         if gap.last_text is not None:
             self.last_line_text, self.last_msg = gap.last_text, gap.last_msg
