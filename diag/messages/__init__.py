@@ -30,6 +30,7 @@ CAND_SIZE = 8192            # distinct word sets remembered (lines that differ o
 REGEX_SIZE = 512            # compiled regexes kept (RE2 keeps up to ~50 KB of DFA cache per pattern in use)
 ENTRY_SIZE = 4096           # catalog rows kept
 MAX_CANDIDATES = 256        # catalog rows looked at per line at most
+KEY_SIZE = 8192             # line keys whose messages are remembered (one key each: a request id is new)
 PREFIX_MIN = 30             # literal characters a cut message must show to be matched by its start
 PREFIX_TRIES = 16           # templates tried for a cut message
 
@@ -180,6 +181,7 @@ class Catalog:
         self._memo = _LRU(MEMO_SIZE)
         self._memo_all = _LRU(MEMO_SIZE // 8)
         self._cand = _LRU(CAND_SIZE)
+        self._anchor = _LRU(KEY_SIZE)
         self._regex = _LRU(REGEX_SIZE)
         self._cut = _LRU(REGEX_SIZE // 4)
         self._entries = _LRU(ENTRY_SIZE)
@@ -440,9 +442,24 @@ class Catalog:
             return []
         ns = self._cand.get(keys)
         if ns is None:
-            q = ",".join("?" * len(keys))
-            ns = [r[0] for r in self.db.execute(f"SELECT DISTINCT message FROM anchors WHERE key IN ({q})", keys)]
-            ns = sorted(ns)[:MAX_CANDIDATES]          # bounded for hostile lines
+            # the messages of each key, remembered per key: a line that differs from earlier ones in one
+            # token (a request id) asks the database about that token only
+            anchor = self._anchor
+            new = [k for k in keys if k not in anchor]
+            if new:
+                got: dict[str, list[int]] = {k: [] for k in new}
+                q = ",".join("?" * len(new))
+                for k, n in self.db.execute(f"SELECT key, message FROM anchors WHERE key IN ({q})", new):
+                    got[k].append(n)
+                for k, v in got.items():
+                    anchor.put(k, v)
+            found: set[int] = set()
+            for k in keys:
+                v = anchor.get(k)
+                if v is None:       # pushed out of the memo by this very line's keys (a hostile line)
+                    v = [r[0] for r in self.db.execute("SELECT message FROM anchors WHERE key = ?", (k,))]
+                found.update(v)
+            ns = sorted(found)[:MAX_CANDIDATES]          # bounded for hostile lines
             self._cand.put(keys, ns)
         return self._entries_for(ns) if ns else []
 
