@@ -47,6 +47,11 @@ CATEGORY_GAPS = {
     "d05-dynamo-kv-events-publisher-every-tp-rank-port-collision": "the paste stops inside the scheduler's error line; the ZMQ bind error is only in the issue title",
     "e01-ascend-pd-prefill-overlap-gloo-context-corruption": "SGLang's PD 'context corruption' warning before a gloo abort is not yet read as the overlap scheduler on the prefill node",
     "e04-sm86-triton-fp8e4nv-kv-cache": "a Triton compile failure cut before its message is not read as fp8e4nv (an e4m3 KV cache) on an sm_86 GPU",
+    "f03-sm86-triton-attention-fp8e4nv-kv-unsupported": "a Triton compile failure cut before its message is not read as fp8e4nv (an e4m3 KV cache) on an sm_86 GPU",
+    "f10-fp4-kv-cache-flashinfer-backend-rejected": "the attention backend's refusal of an FP4 KV cache is not yet reviewed as a backend and KV-dtype mismatch",
+    "f15-gdn-fp16-conv-state-bf16-index-put-dtype": "a dtype mismatch in index_put on the GDN conv state is printed without a line diag reads as a failure",
+    "f18-hicache-ratio-host-pool-1p4tb-small-model": "the hierarchical cache's host pool sized from --hicache-ratio for a small model is told in prose, not in an error line",
+    "f20-pd-decode-hicache-vs-forced-disable-radix-cache": "the decode server's radix-cache override against the hierarchical cache is printed as a warning diag does not read as the failure",
 }
 # case -> the labelled fix flags diag does not suggest, and why
 FIX_GAPS = {
@@ -68,6 +73,9 @@ FIX_GAPS = {
     "e11-flashinfer-jit-no-nvcc-cuda-graph-capture-failed": "diag avoids FlashInfer's JIT with the triton attention and PyTorch sampling backends; --disable-cuda-graph, which only defers the build, is not offered",
     "e13-deepep-low-latency-cuda-graph-bs512-dispatch-overflow": "no version in the paste: the graph batch flag is spelled for the newest release (--cuda-graph-max-bs-decode), the label uses the older --cuda-graph-max-bs",
     "e15-llava16-34b-missing-preprocessor-config": "a missing preprocessor_config.json is read as a model-files problem; --tokenizer-path pointing at the original repository is not offered",
+    "f11-uccl-ep-deepep-empty-dp-rank-deadlock-watchdog": "a watchdog timeout with an empty DP rank under DeepEP is not tied to --deepep-mode",
+    "f13-qwen3-8b-bf16-on-16gb-needs-fp8": "diag raises the fraction and offers an FP8 checkpoint; the label's whole working set (online --quantization fp8, fewer requests and tokens, no graphs) is not offered together",
+    "f19-pd-legs-ports-close-derived-zmq-port-collision": "two servers whose derived ZMQ ports collide: diag names the taken port, not --port spacing as the way to move it",
 } | {k: v for k, v in CATEGORY_GAPS.items() if k in (
     "x24-llava-next-72b-single-gpu-weights-oom", "y07-gemma3-27b-bnb4-4090-not-enough-memory",
     "y13-dsv4-flash-eagle-draft-weights-counted-no-kv-room", "y14-inkling-mtp-eighth-draft-pool-oom",
@@ -76,7 +84,9 @@ FIX_GAPS = {
     "c44-router-prefill-url-bootstrap-port-comma", "f01-deepep-normal-cuda-graph", "f07-misspelled-cuda-visible-devices-busy-gpu",
     "f14-ascend-pd-mf-store-url-placeholder", "a10-extra-buffer-on-non-mamba-model-nonetype",
     "d03-rocm720-hip-graph-capture-invalidated-aiter-ar", "e01-ascend-pd-prefill-overlap-gloo-context-corruption",
-    "e04-sm86-triton-fp8e4nv-kv-cache")}
+    "e04-sm86-triton-fp8e4nv-kv-cache", "f03-sm86-triton-attention-fp8e4nv-kv-unsupported",
+    "f10-fp4-kv-cache-flashinfer-backend-rejected", "f18-hicache-ratio-host-pool-1p4tb-small-model",
+    "f20-pd-decode-hicache-vs-forced-disable-radix-cache")}
 
 
 def label_flags(label: dict) -> set[str]:

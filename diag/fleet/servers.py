@@ -248,12 +248,13 @@ def _top(report):
 
 
 def _weight(report, facts, order: int):
-    """The unit whose diagnosis leads: the most severe root cause; then a failed server over one
-    that is not; then the earliest (a root cause comes before what it causes)."""
+    """The unit whose diagnosis leads: a server or run that failed over one that did not (a run
+    whose start-up was cut off by a restart, a serving replica); then the most severe root cause;
+    then the earliest (a root cause comes before what it causes)."""
     top = _top(report)
     sev = SEVERITIES.index(top.severity) + 1 if top else 0
     failed = 1 if facts.state == "failed" else 0
-    return (sev, failed, top.confidence if top else 0.0, -order)
+    return (failed, sev, top.confidence if top else 0.0, -order)
 
 
 def first_error(facts, ranks: dict | None) -> dict | None:
