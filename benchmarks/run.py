@@ -17,6 +17,9 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from speed import HEAD, TAIL  # noqa: E402  (one generated log shape for both benchmarks)
+
 ROOT = Path(__file__).resolve().parent.parent
 DIAG = [sys.executable, "-m", "diag"]
 
@@ -24,29 +27,7 @@ DIAG = [sys.executable, "-m", "diag"]
 def generated_log(path: Path, lines: int, seed: int = 7) -> None:
     """A long-running server: start-up, then batches and access lines, then an OOM traceback."""
     rnd = random.Random(seed)
-    head = [
-        "[2026-05-14 09:12:01] server_args=ServerArgs(model_path='meta-llama/Llama-3.1-8B-Instruct', mem_fraction_static=0.835, "
-        "tp_size=1, chunked_prefill_size=8192, max_prefill_tokens=16384, cuda_graph_max_bs=256)",
-        "[2026-05-14 09:12:11 TP0] Load weight begin. avail mem=78.31 GB",
-        "[2026-05-14 09:12:30 TP0] Load weight end. elapsed=19.20 s, type=LlamaForCausalLM, avail mem=63.29 GB, mem usage=15.02 GB.",
-        "[2026-05-14 09:12:31 TP0] KV Cache is allocated. #tokens: 398125, K size: 24.30 GB, V size: 24.30 GB",
-        "[2026-05-14 09:12:31 TP0] Memory pool end. avail mem=13.79 GB",
-        "[2026-05-14 09:12:31 TP0] Capture cuda graph begin. This can take up to several minutes. avail mem=13.79 GB",
-        "[2026-05-14 09:13:10 TP0] Capture cuda graph end. Time elapsed: 39.10 s. mem usage=1.38 GB. avail mem=12.41 GB.",
-        "[2026-05-14 09:13:11 TP0] max_total_num_tokens=398125, chunked_prefill_size=8192, max_prefill_tokens=16384, "
-        "max_running_requests=2048, context_len=131072, available_gpu_mem=12.41 GB",
-        "[2026-05-14 09:13:20] The server is fired up and ready to roll!",
-    ]
-    tail = [
-        "[2026-05-15 11:00:00 TP0] Scheduler hit an exception: Traceback (most recent call last):",
-        '  File "/usr/lib/python3/site-packages/sglang/srt/managers/scheduler.py", line 2790, in run_scheduler_process',
-        "    scheduler.event_loop_overlap()",
-        '  File "/usr/lib/python3/site-packages/sglang/srt/model_executor/model_runner.py", line 1199, in forward_extend',
-        "    return self.model.forward(",
-        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.91 GiB. GPU 0 has a total capacity of 79.19 GiB of which "
-        "2.60 GiB is free. Including non-PyTorch memory, this process has 76.58 GiB memory in use.",
-        "[2026-05-15 11:00:01] Received sigquit from a child process. It usually means the child failed.",
-    ]
+    head, tail = HEAD, TAIL
     with open(path, "w") as f:
         f.write("\n".join(head) + "\n")
         t = 0

@@ -2,15 +2,7 @@
 match of an exception whose message goes on over several lines."""
 from __future__ import annotations
 
-from diag.parse.sglang import LogParser
-
-
-def parse(text: str) -> LogParser:
-    p = LogParser(0)
-    for n, line in enumerate(text.strip("\n").splitlines(), 1):
-        p.feed(n, line)
-    p.finish()
-    return p
+from parsing import parse
 
 
 def test_a_pyspy_dump_keeps_each_threads_frames():
@@ -63,7 +55,6 @@ mem_fraction_static=0.2
 ''')
     ex = next(e for e in p.events if e.kind == "exception")
     assert ex.msg.name == "kv.not_enough_memory" and ex.msg.fields.get("mem_fraction_static") == "0.2"
-
 
 
 def test_the_last_line_cut_after_a_placeholder_reads_its_value():

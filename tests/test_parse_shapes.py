@@ -3,14 +3,7 @@ step that failed, as a whole traceback would."""
 from __future__ import annotations
 
 from diag.parse.sglang import LogParser
-
-
-def parse(text: str) -> LogParser:
-    p = LogParser(0)
-    for n, line in enumerate(text.strip("\n").splitlines(), 1):
-        p.feed(n, line)
-    p.finish()
-    return p
+from parsing import parse
 
 
 def exceptions(p: LogParser):

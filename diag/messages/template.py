@@ -193,10 +193,8 @@ def to_cut_regex(template: str, min_literal: int = 40) -> tuple[str, list[tuple[
                     continue
                 pieces.append(_re_literal(part.rstrip()) + (r"\s*" if part != part.rstrip() else ""))
                 lit += len(part) - part.count(" ")
-                if need is None and lit >= min_literal and j < len(parts) - 1:
-                    need = len(pieces)
-            if need is None and lit >= min_literal:
-                need = len(pieces)
+                if need is None and lit >= min_literal:
+                    need = len(pieces)      # the pieces up to here must all match
             continue
         elif seg[0] == "any":
             pieces.append(r".*?")
