@@ -401,3 +401,13 @@ def test_a_line_cut_inside_a_long_message_matches_its_leading_part(cat):
     # a value may not swallow the text after it
     assert cat.match_cut("metrics_port at 40290 is not available in 30 seconds. metrics_port is used by "
                          "a process already. process.name()=x and then something else entirely") is None
+
+
+def test_a_line_cut_after_a_sentence_is_found_by_its_first_sentence(cat):
+    """The paster kept the message up to the end of a sentence and dropped the values after it:
+    the message is found by a key of its first sentence and matched up to that sentence."""
+    line = "ValueError: port_base at 30234 is not available in 30 seconds. port_base is used by a process already."
+    m = cat.match_cut(line)
+    assert m is not None and m.name == "port.wait_timeout" and m.fields["port"] == "30234" and m.partial
+    # the cut must still fall at a sentence's end, not inside one
+    assert cat.match_cut("ValueError: port_base at 30234 is not available in 30 seconds. port_base is used by a") is None
