@@ -106,6 +106,10 @@ def crash_site(facts) -> CrashSite | None:
     """The traceback of the first exception that has one."""
     from .messages.sites import module_of, source_names
     for e in facts.events:
+        if e.kind == "exception" and not e.data.get("frames") and e.data.get("code") and e.data.get("type"):
+            # no frames, only the source line pasted above the exception: the names it reads
+            return CrashSite(event=e, type=e.data.get("type"), module=None, function=None,
+                             names=[n for n in dict.fromkeys(source_names(e.data["code"])) if n])
         if e.kind != "exception" or not e.data.get("frames"):
             continue
         frames = e.data["frames"]

@@ -210,6 +210,7 @@ def _order(findings: list[Finding]) -> list[Finding]:
     if not primary:
         primary, symptoms = symptoms[:1], symptoms[1:]
     primary.sort(key=lambda f: (-f.rank_score, _first_line(f)))
+    _inner_first(primary)
     if primary:
         top = primary[0]
         for s in secondary + symptoms:
@@ -221,6 +222,20 @@ def _order(findings: list[Finding]) -> list[Finding]:
                 top.confidence_notes.append(note)
         top.evidence.sort(key=lambda e: (e.input, e.line))
     return primary
+
+
+def _inner_first(primary: list[Finding]) -> None:
+    """A specific cause quoted inside an exception's message (Triton's dtype check inside its
+    CompilationError, NCCL's detail inside a DistBackendError) leads over the finding about the
+    wrapping exception itself, whatever their priorities."""
+    for i in range(1, len(primary)):
+        f = primary[i]
+        if not f.inside or f.category == "runtime.other":
+            continue
+        j = next((k for k in range(i) if any((e.input, e.line) in f.inside for e in primary[k].evidence
+                                              if e.role == "trigger")), None)
+        if j is not None:
+            primary.insert(j, primary.pop(i))
 
 
 def _first_line(f: Finding) -> tuple:

@@ -120,6 +120,40 @@ def where(frames: list[Frame]) -> Where:
     return out
 
 
+# The component a failure implicates, from a path in its frames or in its own message (FlashInfer's
+# CUDA-call macro prints the .cuh it failed in). SGLang's attention backends are named by their module,
+# which says which --attention-backend value was running.
+ATTENTION_MODULES: list[tuple[str, object]] = [
+    ("flashinfer", rx.compile(r"attention/flashinfer(?:_mla)?_backend")), ("fa3", rx.compile(r"attention/flashattention_backend")),
+    ("trtllm", rx.compile(r"attention/trtllm_\w*backend")), ("flashmla", rx.compile(r"attention/flashmla_backend")),
+    ("cutlass_mla", rx.compile(r"attention/cutlass_mla_backend")), ("aiter", rx.compile(r"attention/aiter_backend")),
+    ("triton_attention", rx.compile(r"attention/triton_backend|attention/triton_ops/")),
+]
+PATH_COMPONENTS: list[tuple[str, object]] = [
+    ("flashinfer", rx.compile(r"/flashinfer/|\bflashinfer/\w")), ("aiter", rx.compile(r"/aiter/")),
+    ("flash_attn", rx.compile(r"/flash_attn/|/sgl_kernel/flash_attn")), ("deep_gemm", rx.compile(r"/deep_gemm/")),
+    ("triton", rx.compile(r"/triton/")), ("custom_all_reduce", rx.compile(r"custom_all_reduce|/quick_all_reduce")),
+    ("cuda_graph", rx.compile(r"graph_runner|torch/cuda/graphs\.py")),
+    ("speculative", rx.compile(r"sglang/srt/speculative/")), ("lora", rx.compile(r"sglang/srt/lora/")),
+    ("moe", rx.compile(r"sglang/srt/layers/moe/")),
+]
+
+
+def implicated(frames: list[Frame], texts: list[str] = ()) -> list[str]:
+    """Components a failure touches: attention backends (by SGLang module) and libraries or subsystems
+    named by any frame's path or by a path inside the failure's own lines. Sorted names."""
+    found: set[str] = set()
+    paths = [f.file.replace("\\", "/") for f in frames] + [t.replace("\\", "/") for t in texts if t]
+    for path in paths:
+        for name, pat in ATTENTION_MODULES:
+            if pat.search(path):
+                found.add(name)
+        for name, pat in PATH_COMPONENTS:
+            if pat.search(path):
+                found.add(name)
+    return sorted(found)
+
+
 CATEGORY = {
     "weights": "oom.weights", "kv_pool": "oom.kv_pool", "mamba": "oom.mamba_state", "cuda_graph": "oom.cuda_graph",
     "draft": "oom.speculative", "prefill": "oom.runtime_prefill", "decode": "oom.runtime_decode",

@@ -108,6 +108,8 @@ class Finding:
     role: str = "root"          # root | secondary | symptom (see diag/rules/schema.py)
     fix_safety: str = ""
     rank_score: float = 0.0
+    # (input, line) of exceptions whose message quotes this finding's trigger (a nested catalog message)
+    inside: set = field(default_factory=set, repr=False, compare=False)
     # per option with changes: {"option", "before", "after", "changes"} (diag/commands.py)
     commands: list[dict] = field(default_factory=list)
 

@@ -21,6 +21,9 @@ Values only (names, numbers, lines, booleans); the rule files say what they mean
     cut.*       a traceback cut inside a forward pass: function, file, header
     prefill_cap the new tokens a prefill batch may hold to halve the last one (a power of two)
     fault       the catalog id of a CUDA kernel fault the rule matched
+    implicated  components the failure touches (phase.implicated): attention backends by SGLang module
+                (flashinfer, fa3, trtllm, triton_attention, …), libraries and subsystems named by a path in the
+                first exception's frames or in the matched lines (flashinfer, aiter, cuda_graph, speculative, …)
     first_exception.*  the first exception with a type: line, type
     exit_code   a scheduler's exit code (its message or the launcher's 'Exit code' line)
     http_5xx    HTTP answers with a 5xx status (their lines are quoted)
@@ -38,7 +41,7 @@ from . import Explainer, ExplainContext, Values
 
 PROVIDES = (
     "exc.*", "frame.*", "raised.*", "watchdog.*", "pyspy", "stuck.*", "speculative", "hicache", "peer.*", "jit.*", "cut.*",
-    "prefill_cap", "fault", "first_exception.*", "exit_code", "http_5xx", "health.*", "library.*", "phase",
+    "prefill_cap", "fault", "implicated", "first_exception.*", "exit_code", "http_5xx", "health.*", "library.*", "phase",
 )
 
 # what a stuck frame waited in, by function name and by file
@@ -328,6 +331,11 @@ def explain(ctx: ExplainContext, focus: str | None = None) -> Values:
         out.evidence.append((0, end_line, "trigger"))
     fault = next((e.msg.id for e in hits if e.msg is not None and e.msg.event == "cuda_error"), None)
     v["fault"] = fault
+    from .. import phase as P
+    ex = _first_exception(facts) or next((e for e in facts.events if e.kind == "exception"), None)
+    frames = (ex.data.get("frames") or []) if ex is not None else []
+    texts = [e.text for e in hits] + ([ex.data.get("message") or ""] if ex is not None else [])
+    v["implicated"] = P.implicated(frames, texts) or None
     v["exit_code"] = _exit_code(facts, hits)
     errors = [e for e in facts.events if e.kind == "http" and (e.data.get("status") or 0) >= 500]
     v["http_5xx"] = len(errors) or None

@@ -43,6 +43,11 @@ EXC_LINE = rx.compile(
 # a line of Python source (shown unindented when a traceback was pasted without its indentation)
 CODE_LINE = rx.compile(r"[:(\[{,=]$|^(?:if|elif|else|for|while|return|raise|with|def|class|try|except|finally|assert|import|from|"
                        r"yield|await|async|self\.|[a-z_][\w.]*\s*=[^=])")
+# a statement of Python source standing alone above an exception (an exception-first excerpt): an
+# assignment, a call on an attribute, or a keyword statement; a sentence of prose is not one
+SOURCE_STATEMENT = rx.compile(r"^(?:[A-Za-z_][\w.]*(?:\[[^\]]*\])*\s*(?:,\s*[A-Za-z_][\w.]*\s*)*=[^=]|"
+                              r"(?:return|raise|assert|if|elif|for|while|with|yield|await)\s|self\.|[a-z_]\w*(?:\.\w+)+\()")
+PROSE = rx.compile(r"(?:\b[A-Za-z]{2,}\b[ ,]+){4}")
 # lines printed by the shell or the interpreter itself, never part of an exception message
 STANDALONE = rx.compile(r"^(?:Killed|Aborted|Bus error|Segmentation fault|Fatal Python error|nohup:|Exit code:|"
                         r"已杀死|已殺死|Getötet|強制終了)")  # bash's 'Killed' in Chinese, German, Japanese locales
@@ -791,6 +796,11 @@ class LogParser:
             self._tb = None
         self._tb_chain_next = False
         ev.end_line = lineno
+        if tb is None and len(self._tail) >= 2 and self._tail[-2][0] == lineno - 1:
+            # an exception-first excerpt that kept the source line above it ('x = req.buf[...]')
+            prev = self._tail[-2][1].strip()
+            if prev and len(prev) <= 300 and SOURCE_STATEMENT.match(prev) and not PROSE.search(prev):
+                ev.data["code"] = prev
         ev.msg = self._match(message) or self._match(f"{exc_type}: {message}")
         if ev.msg is None and not message.strip() and exc_type.endswith("AssertionError") and frames:
             ev.msg = self._check_site(frames[-1])

@@ -221,6 +221,8 @@ def assemble(reg: Registry, ctx: Context) -> Finding:
     _fixes(reg, ctx, finding)
     finding.confidence = _confidence(ctx)
     finding.memory = _memory(ctx)
+    finding.inside = {(ev.input, ev.data["inside"]) for ev in ctx.hits[:MAX_TRIGGERS]
+                      if isinstance(ev, Event) and ev.data.get("inside") is not None}
     finding.rank_score = rule.priority + 10 * finding.confidence + {"critical": 3, "error": 2, "warning": 1}.get(rule.severity, 0)
     return finding
 
