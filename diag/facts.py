@@ -891,6 +891,15 @@ def _int_flag(f: Facts, name: str):
     return to_int(f.flag(name))
 
 
+def _graph_role(f: Facts):
+    stop = f.failure_line if f.failure_line is not None else 10**12
+    role = None
+    for m in f.milestones:
+        if m.data.get("phase") == "graph_begin" and m.line <= stop:
+            role = m.data.get("role") or role
+    return role
+
+
 def _running_step(f: Facts):
     """The step that follows the last start-up line printed: what was under way when the log ends."""
     if not f.milestones:
@@ -903,6 +912,8 @@ FACT_PATHS: dict[str, tuple[str, object]] = {
               "not_sglang, no_failure_seen, smi_only", lambda f: f.state),
     "content_lines": ("non-blank lines in the logs", lambda f: f.content_lines),
     "failure.phase": ("the step that failed: " + ", ".join(P.PHASES), lambda f: f.failure_phase.phase if f.failure_phase else None),
+    "failure.graph_role": ("the CUDA graphs being captured when the log shows a capture under way: decode, prefill "
+                           "(piecewise, by token count) or draft (the last capture line before the failure)", lambda f: _graph_role(f)),
     "failure.phase_basis": ("what shows the step: frames, message, milestones, numbers, none",
                             lambda f: f.failure_phase.basis if f.failure_phase else None),
     "failure.line": ("the line of the first failure", lambda f: f.failure_line),

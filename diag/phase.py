@@ -136,6 +136,7 @@ PATH_COMPONENTS: list[tuple[str, object]] = [
     ("cuda_graph", rx.compile(r"graph_runner|torch/cuda/graphs\.py")),
     ("speculative", rx.compile(r"sglang/srt/speculative/")), ("lora", rx.compile(r"sglang/srt/lora/")),
     ("moe", rx.compile(r"sglang/srt/layers/moe/")),
+    ("host_pool", rx.compile(r"mem_cache/memory_pool_host|mem_cache/hicache|mem_cache/hiradix|managers/cache_controller")),
 ]
 
 

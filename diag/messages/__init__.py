@@ -624,12 +624,12 @@ class Catalog:
 
     def _match_cut_anchored(self, message: str) -> Match | None:
         """The best match of a line that stops inside a message (the last line of a paste that
-        was cut): an extracted message whose leading part (40+ letters of literal text) matches
+        was cut): an extracted (or hand-listed, templated) message whose leading part (40+ letters of literal text) matches
         and runs to the end of the line. None when no long message fits."""
         from .template import to_cut_regex
         best = None
         for e in self._candidates(message):
-            if not e.specific or e.origin != "extracted" or not e.template:
+            if not e.specific or e.origin not in ("extracted", "hand") or not e.template:
                 continue
             rx = self._cut.get(e.n)
             if rx is None:

@@ -13,13 +13,14 @@ _NUM = r"-?(?:\d+(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+)?"
 _UNIT = r"(?:bytes|KiB|MiB|GiB|TiB|KB|MB|GB|TB|B)"
 TYPES = {
     "str": r".*?",
-    "int": r"-?\d+",
+    # a number or address a paste redacted ('...', '…', 'xxx') still fills its place
+    "int": r"-?\d+|\.\.\.|…|[xX*]{3,}",
     "float": _NUM,
     "num": _NUM,
     "size": r"\d+(?:\.\d+)?\s?" + _UNIT + r"\b",
     "word": r"\S+",
     "ident": r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*",
-    "hex": r"0[xX][0-9a-fA-F]+",
+    "hex": r"0[xX](?:[0-9a-fA-F]+|\.\.\.|…|[xX*]{3,})|\.\.\.|…",
     "text": r".*",
 }
 # a sample value of each type, for the self-test of every entry

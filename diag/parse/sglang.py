@@ -110,7 +110,7 @@ USAGE_FLAG = rx.compile(r"\[(--[\w-]+)")
 RE_ARGPARSE = rx.compile(r"^([\w./-]+|sglang serve): error: (.+)$")
 RE_READY = "The server is fired up and ready to roll!"
 RE_PROGRESS = rx.compile(r"(?P<what>Loading (?:safetensors|pt|bin|npcache|gguf) checkpoint shards|Multi-thread loading shards|"
-                         r"Loading weights|Capturing batches)(?: \(bs=\d+ avail_mem=(?P<avail>[\d.]+) GB\))?:\s*\d+%")
+                         r"Loading weights|Capturing batches|Capturing num tokens)(?: \((?:bs|num_tokens)=\d+ avail_mem=(?P<avail>[\d.]+) GB\))?:\s*\d+%")
 RE_UVICORN = rx.compile(r"Uvicorn running on (\S+)")
 
 # OOM numbers (PyTorch >= 2.1 wording, and the older parenthesised one)
@@ -475,7 +475,14 @@ class LogParser:
             header = msg.split("Traceback (most recent call last)")[0].strip().rstrip(":")
             self._tb = Traceback(input=self.input, start=lineno, rank=rank, header_text=header, chained=self._tb_chain_next, ts=ts)
             self._tb_chain_next = False
-            if header:
+            if header and (pm := RE_PROGRESS.search(header)):
+                # a progress bar the traceback was printed after, on the same line: the step under way
+                if pm["what"].startswith("Capturing"):
+                    self._event("milestone", lineno, text, ts, rank, phase="graph_begin", role=_graph_role(header),
+                                avail_gib=to_float(pm["avail"]) if pm["avail"] else None, progress=True)
+                else:
+                    self._event("milestone", lineno, text, ts, rank, phase="load_progress")
+            elif header:
                 ev = self._event("error", lineno, text, ts, rank, message=header, source="traceback-header")
                 ev.msg = self._match(stripped)      # 'Initialization failed. warmup error: Traceback …'
             return "event"
@@ -1045,7 +1052,7 @@ def _graph_role(msg: str) -> str:
     low = msg.lower()
     if "draft" in low:
         return "draft"
-    if "piecewise" in low or "prefill" in low:
+    if "piecewise" in low or "prefill" in low or "num tokens" in low or "num_tokens" in low:   # piecewise capture is by token count
         return "prefill"
     return "decode"
 

@@ -91,7 +91,11 @@ class Context:
         return T.MISSING if v is None else v
 
     def flag(self, names: list[str]):
-        return self.facts.flag(*names)
+        for n in names:
+            if n in self.facts.flags:
+                v = self.facts.flags[n]
+                return True if v is None else v   # written without a value (a switch): present
+        return None
 
     def version_ok(self, spec: str) -> bool:
         return could_be(self.facts.version, spec)
