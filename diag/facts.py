@@ -740,6 +740,52 @@ def _backend_gate(f: Facts) -> list[str] | None:
     return named
 
 
+def _known_values(f: Facts, flag: str) -> list[str]:
+    """The values a flag takes: its argparse choices in this version, else those of any release
+    (recent releases validate some flags in a registry instead) and the builtins its help lists."""
+    info = f.catalog.flag(flag) if f.catalog is not None else None
+    if info is None:
+        return []
+    if info.choices:
+        return [str(c) for c in info.choices]
+    from .flags import raw_definitions
+    out: list[str] = []
+    for d in raw_definitions(flag):
+        out += [str(c) for c in d.get("choices") or []]
+    help_text = info.help or ""
+    for key in ("Builtins:", "Choices:", "choices:", "One of"):
+        i = help_text.find(key)
+        if i >= 0:
+            out += [w.strip(" .,") for w in help_text[i + len(key):].split(",") if w.strip(" .,")]
+    return list(dict.fromkeys(w for w in out if w and " " not in w))
+
+
+def _check_choice(f: Facts) -> tuple[str, str] | None:
+    """A check that tests one flag and names the values it accepts ('Only EAGLE and DSPARK speculative
+    algorithms are supported for …'): (the flag, the first value it names that is not the one in use)."""
+    from . import checks
+    c = checks.cached(f, "check", checks.failed_check)
+    if c is None or len(c.flags) != 1:
+        return None
+    m = getattr(c.event, "msg", None)
+    tmpl = getattr(m, "template", None) if m is not None else None
+    if not tmpl:
+        return None
+    literal = _template_literal(tmpl)
+    low = literal.lower()
+    if not any(k in low for k in ("only", "support", "must be", "one of", "expected")):
+        return None
+    flag = c.flags[0]
+    values = _known_values(f, flag)
+    if not values:
+        return None
+    by_low = {v.lower(): v for v in values}
+    current = str(f.flag(flag) or "").lower()
+    words = "".join(ch if (ch.isalnum() or ch in "_-") else " " for ch in literal).split()
+    named = [by_low[w.lower()] for w in dict.fromkeys(words) if w.lower() in by_low and w.lower() != current]
+    return (flag, named[0]) if named else None
+
+
 def _template_literal(tmpl: str) -> str:
     """A template's text without its placeholders (the values a log fills in are not the check's words)."""
     out, depth = [], 0
@@ -1035,6 +1081,9 @@ FACT_PATHS: dict[str, tuple[str, object]] = {
     "check.kind": ("raise or assert", lambda f: _chk(f, "kind")),
     "check.names": ("what it tests: the names its check reads (page_size, mamba_track_interval, ...)", lambda f: _chk(f, "names")),
     "check.flags": ("the flags of those names in this version", lambda f: _chk(f, "flags")),
+    "check.choice_flag": ("a check of one flag that names the values it accepts: that flag",
+                          lambda f: (_check_choice(f) or (None, None))[0]),
+    "check.choice_pick": ("the first value it names that is not the one in use", lambda f: (_check_choice(f) or (None, None))[1]),
     "check.pair": ("the two flags its message names, when it names two", lambda f: _chk(f, "pair") or None),
     "check.bare": ("a bare AssertionError (no message)", lambda f: _chk(f, "bare")),
     "check.config": ("it fired in argument validation (server_args, arg_groups, configs) or a constructor",

@@ -300,6 +300,12 @@ class Catalog:
         return None
 
 
+def raw_definitions(name: str) -> list[dict]:
+    """A flag's definitions across every catalog release (oldest first); [] for an unknown flag."""
+    entry = _data()["flags"].get(name)
+    return [x["def"] for x in entry["defs"]] if entry else []
+
+
 @lru_cache(maxsize=32)
 def _accepted(vi: int) -> dict[str, tuple[str, dict]]:
     """Every option string version `vi` accepts -> (its catalog name, definition)."""

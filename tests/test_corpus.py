@@ -20,7 +20,7 @@ import pytest
 from diag.analyze import analyze
 
 DATA = Path(__file__).parent / "data"
-CASES = sorted(p for sub in ("sglang", "extra", "extra2", "blind", "holdout", "fresh", "fresh3") for p in (DATA / sub).glob("*.log"))
+CASES = sorted(p for sub in ("sglang", "extra", "extra2", "blind", "holdout", "fresh", "fresh3", "fresh4") for p in (DATA / sub).glob("*.log"))
 
 # case -> why the category differs from the label
 CATEGORY_GAPS = {
@@ -49,6 +49,8 @@ CATEGORY_GAPS = {
     "f15-gdn-fp16-conv-state-bf16-index-put-dtype": "a dtype mismatch in index_put on the GDN conv state is printed without a line diag reads as a failure",
     "f18-hicache-ratio-host-pool-1p4tb-small-model": "the hierarchical cache's host pool sized from --hicache-ratio for a small model is told in prose, not in an error line",
     "f20-pd-decode-hicache-vs-forced-disable-radix-cache": "the decode server's radix-cache override against the hierarchical cache is printed as a warning diag does not read as the failure",
+    # fresh4: 22 logs gathered in the next session, first look in tests/data/fresh4/FIRST_LOOK.md
+    "d02-ktransformers-dsv4-flash-oom-missing-kt-weight-path": "a traceback cut inside the model runner's init is not read as an OOM of KTransformers' experts kept on the GPU; the missing --kt-weight-path is only in the thread",
 }
 # case -> the labelled fix flags diag does not suggest, and why
 FIX_GAPS = {
@@ -72,6 +74,8 @@ FIX_GAPS = {
     "f11-uccl-ep-deepep-empty-dp-rank-deadlock-watchdog": "a watchdog timeout with an empty DP rank under DeepEP is not tied to --deepep-mode",
     "f13-qwen3-8b-bf16-on-16gb-needs-fp8": "diag raises the fraction and offers an FP8 checkpoint; the label's whole working set (online --quantization fp8, fewer requests and tokens, no graphs) is not offered together",
     "f19-pd-legs-ports-close-derived-zmq-port-collision": "two servers whose derived ZMQ ports collide: diag names the taken port, not --port spacing as the way to move it",
+    "c01-b300-sm103-fa4-vision-arch-assert": "the two-line paste does not show that the failing FA4 kernel is the vision tower's, so --mm-attention-backend is not offered",
+    "d02-ktransformers-dsv4-flash-oom-missing-kt-weight-path": "a traceback cut inside the model runner's init is not read as an OOM of KTransformers' experts kept on the GPU; the missing --kt-weight-path is only in the thread",
 } | {k: v for k, v in CATEGORY_GAPS.items() if k in (
     "x24-llava-next-72b-single-gpu-weights-oom", "y07-gemma3-27b-bnb4-4090-not-enough-memory",
     "y13-dsv4-flash-eagle-draft-weights-counted-no-kv-room", "y14-inkling-mtp-eighth-draft-pool-oom",
