@@ -127,11 +127,18 @@ def _directions(finding: Finding, facts, strict: bool) -> None:
         if direction_ok(fix):
             if fix.direction in ("raise", "lower") and fix.was is None and fix.value is not None:
                 # the direction is sure, the starting point is not: say what the number is relative to
-                assumed = (finding.memory or {}).get("mem_fraction_static") if fix.flag == "--mem-fraction-static" else None
+                mem = finding.memory or {}
+                assumed = mem.get("mem_fraction_static") if fix.flag == "--mem-fraction-static" else None
+                if assumed is not None and mem.get("mem_fraction_static_auto") and mem.get("total_gib") is None:
+                    assumed = None          # no GPU capacity known: SGLang's automatic value is not known either
+                    default = ("SGLang's automatic value, which depends on the GPU (about 0.80–0.88 on GPUs of "
+                               "24–80 GiB, higher on larger ones; the input names no GPU)")
+                else:
+                    default = "SGLang's default"
                 word = "lower" if fix.direction == "lower" else "higher"
                 note = (f"the input shows no value in use for {fix.name}: {fix.value} is {word} than "
                         + (f"the {assumed:g} diag assumed (SGLang's default for this version and GPU)"
-                           if isinstance(assumed, (int, float)) else "SGLang's default")
+                           if isinstance(assumed, (int, float)) else default)
                         + f"; if you set one, {fix.direction} that instead")
                 if note not in finding.confidence_notes:
                     finding.confidence_notes.append(note)

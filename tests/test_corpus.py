@@ -66,7 +66,6 @@ FIX_GAPS = {
     "a01-kimi-eagle3-draft-inherits-trtllm-mla": "the draft worker's attention backend error is cut; --speculative-draft-attention-backend is only in the thread",
     "a07-qwen25vl-72b-awq-4090-gpu0-fast-image-processor": "the OOM names no image processor; that the fast (GPU) image processor filled GPU 0 is only in the thread",
     "d07-expert-distribution-metrics-eagle-multistep-graph-capture": "a capture invalidated by a host sync in the expert-distribution recorder is not tied to multi-step drafting (--speculative-num-steps 1)",
-    "e03-minimax-m3-gb10-mfs060-not-enough-memory": "the paste holds only the refusal line: with no GPU known diag assumes SGLang's fallback fraction 0.95, calls it already high and offers more TP instead of raising the 0.60 in use",
     "e08-glm52-samenode-pd-internal-port-block-overlap": "two servers on one node whose internal port blocks overlap: diag names the taken port, not --port as the way to move the block",
     "e11-flashinfer-jit-no-nvcc-cuda-graph-capture-failed": "diag avoids FlashInfer's JIT with the triton attention and PyTorch sampling backends; --disable-cuda-graph, which only defers the build, is not offered",
     "e13-deepep-low-latency-cuda-graph-bs512-dispatch-overflow": "no version in the paste: the graph batch flag is spelled for the newest release (--cuda-graph-max-bs-decode), the label uses the older --cuda-graph-max-bs",

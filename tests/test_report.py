@@ -110,7 +110,7 @@ def test_schema_and_model_agree():
                       (Launch(["python"], {"--a": "--a"}, {"E": "1"}, "python", "log", 0, 1), "launch")):
         written = set(obj.to_json())
         assert written <= set(defs[name]["properties"]), f"{name}: {written - set(defs[name]['properties'])} not in the schema"
-        fields = {f.name for f in dataclasses.fields(obj)} - {"rank_score"}
+        fields = {f.name for f in dataclasses.fields(obj)} - {"rank_score", "inside"}   # ranking only, never shown
         assert fields <= written, f"{name}: fields {fields - written} are not written to the JSON"
     assert {k for fx in full.fix for k in fx.to_json()} <= set(defs["fix"]["properties"])
     # every number a memory budget can write has a place and a source in the schema

@@ -16,7 +16,7 @@ GOAL = {"weights": "weights", "kv_pool": "kv_pool", "mamba": "mamba", "cuda_grap
 PROVIDES = (
     "phase", "phase_basis", "goal", "budget_goal", "fits", "version_used", "version_chosen", "version_range",
     "budget_json", "weights_gib", "draft_weights_gib", "kv_pool_gib", "kv_tokens", "kv_bytes_per_token", "fraction",
-    "fraction_auto", "pre_free_gib", "static_gib", "headroom_gib", "total_gib", "rest_gib", "mamba_state_gib",
+    "fraction_auto", "fraction_unknown", "pre_free_gib", "static_gib", "headroom_gib", "total_gib", "rest_gib", "mamba_state_gib",
     "mamba_slots", "mamba_slot_mib", "mamba_slots_per_request", "mamba_strategy", "scratch_gib", "graph_gib", "act_gib",
     "draft_tokens", "context_len", "max_running_requests", "has_options", "has.*",
     "fallback.*", "oom_missing_gib", "table.*", "mamba_request_cap", "mamba_cap_basis", "mamba_rebalance.*", "mamba_pool.*",
@@ -113,6 +113,14 @@ def explain(ctx: ExplainContext, goal: str | None = None, failure: bool = True) 
         dep, b, used, why = choose_budget(facts, failure)
         v.update(version_used=used, version_chosen=why, version_range=facts.version.describe())
     mfs = _current_fraction(facts, b)
+    # neither the log nor the command shows the fraction, and the GPU's capacity is unknown: SGLang's
+    # automatic value depends on that capacity, so the value in use is not known (the formula's
+    # 'no GPU info' fallback is what SGLang uses when *it* cannot read the GPU, not diag)
+    unknown = mfs is not None and b is not None and b.mem_fraction_static_auto and b.gpu_total_gib is None \
+        and facts.readings.get("mem_fraction_static") is None and _float(facts.flag("--mem-fraction-static")) is None
+    v["fraction_unknown"] = unknown
+    if unknown:
+        mfs = None
     v["fraction"] = mfs
     v["low_fraction"] = mfs is not None and mfs < LOW_FRACTION
     if b is not None:
@@ -158,7 +166,8 @@ def explain(ctx: ExplainContext, goal: str | None = None, failure: bool = True) 
     v["table"] = _request_table(facts, b)
     v["has_options"] = bool(out.options)
     v["has"] = {k: any(o.kind == k for o in out.options) for k in OPTIONS}
-    v["fallback"] = _fallbacks(facts, b, mfs)
+    refusal = any(getattr(getattr(e, "msg", None), "event", None) == "refusal" for e in ctx.hits)
+    v["fallback"] = _fallbacks(facts, b, mfs, unknown, goal, "kv_pool" if refusal and phase is None else phase)
     v["alloc_context"] = _alloc_context(facts, dep, b, phase, v["fallback"])
     v["sized"] = b is not None and bool(b.pre_load_free_gib) and b.weights_gib is not None
     v["alloc"] = _alloc(facts, ctx.hits, v["fallback"])
@@ -260,15 +269,28 @@ def _alloc_context(facts, dep, b, phase, fallback: dict) -> dict | None:
     return {"context": max(1024, tokens // 1024 * 1024), "tokens": tokens, "fraction": low, "model_context": b.context_len}
 
 
-def _fallbacks(facts, b, mfs: float | None) -> dict:
+# with the fraction in use unknown (no GPU capacity, no value in the log): SGLang's automatic value on
+# GPUs of 24–80 GiB lies between about 0.80 and 0.88 (sglang-memory.md §2), so these are above / below it
+UNKNOWN_RAISE, UNKNOWN_LOWER = "0.90", "0.78"
+
+
+def _fallbacks(facts, b, mfs: float | None, unknown: bool = False, goal: str | None = None,
+               phase: str | None = None) -> dict:
     """Values for fixes when the arithmetic lacks inputs: directions from the step, values from
     what the log shows (never the value already in use)."""
     from .. import memory as M
     out: dict = {}
     base = mfs
-    if base is None and b is not None and b.mem_fraction_static:
+    if base is None and b is not None and b.mem_fraction_static and not unknown:
         base = b.mem_fraction_static
-    if base is not None:
+    if unknown:
+        # the direction comes from the step: only a pool SGLang refused to size asks for a larger share
+        out["fraction_unknown"] = True
+        if goal in ("kv_pool", "mamba") and phase in ("kv_pool", "mamba"):
+            out["raise_fraction"] = UNKNOWN_RAISE
+        else:
+            out["lower_fraction"] = UNKNOWN_LOWER
+    elif base is not None:
         low = round(max(0.5, base - 0.05), 2)
         if low < base - 0.005:
             out["lower_fraction"] = f"{low:.2f}"
