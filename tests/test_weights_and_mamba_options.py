@@ -157,6 +157,12 @@ MAMBA = [  # (launch arguments, GPU, version, the Mamba options it must get)
      {"cap_requests_mamba", "mamba_cache_size", "mamba_bf16", "mamba_no_buffer"}),
     ("Qwen/Qwen3.5-35B-A3B" + SPEC + EXTRA, "RTX PRO 6000", "0.5.14", {"mamba_cache_size", "mamba_bf16", "mamba_no_buffer"}),
     ("Qwen/Qwen3-Next-80B-A3B-Instruct --tp-size 2" + EXTRA, "H100", "0.5.14", {"mamba_bf16", "mamba_no_buffer"}),
+    # one request is all that fits (the Mamba share at a low fraction, with draft scratch)
+    ("Qwen/Qwen3.5-35B-A3B --mem-fraction-static 0.7" + SPEC, "RTX PRO 6000", "0.5.12",
+     {"cap_requests_mamba", "mamba_cache_size", "mamba_bf16"}),
+    # the budget fits, but a pool sized for the 48 requests would starve the KV pool: one request's slots
+    ("Qwen/Qwen3.6-27B --mem-fraction-static 0.7" + SPEC, "H100", "0.5.14",
+     {"mamba_cache_size", "mamba_bf16", "mamba_no_buffer"}),
 ]
 
 
@@ -203,15 +209,19 @@ def test_online_fp8_on_gpus_with_fp8_kernels(model, gpu):
     check_texts(opt)
 
 
-@pytest.mark.parametrize("args,gpu", [("Qwen/Qwen3-32B", "A100 40GB"), ("Qwen/Qwen3-32B", "A10"),
+@pytest.mark.parametrize("args,gpu", [("mistralai/Mixtral-8x7B-v0.1", "A100 80GB SXM"), ("Qwen/Qwen3-32B", "A10"),
                                       ("meta-llama/Llama-3.1-70B-Instruct --quantization fp8", "H100"),
                                       ("deepseek-ai/DeepSeek-V3 --tp-size 8", "H100"),
                                       ("meta-llama/Llama-3.1-70B-Instruct", "L40S")])
 def test_no_online_fp8_without_kernels_an_fp8_checkpoint_or_room(args, gpu):
-    """Ampere (sm_80, sm_86) has no FP8 kernels; an FP8 checkpoint or --quantization fp8 is already
-    FP8; a 70B model in FP8 (67.7 GiB) still exceeds an L40S."""
+    """Ampere (sm_80, sm_86) has no FP8 kernels (Mixtral's 87 GiB of BF16 weights would fit an A100
+    in FP8); an FP8 checkpoint or --quantization fp8 is already FP8; a 70B model in FP8 (67.7 GiB)
+    still exceeds an L40S."""
     dep = deployment(args, gpu)
     b = M.budget(dep)
+    if dep.gpu.arch.startswith("sm_8") and dep.gpu.arch < "sm_89" and args.startswith("mistralai"):
+        assert "weights" in b.goals
+        assert recheck(dep, model=dep.model.with_quant("fp8"), weight_quant="fp8").fits
     assert MO._online_fp8_option(dep, b) is None
     assert online(dep, b) is None
 
@@ -239,8 +249,11 @@ def test_tp_option_scales_the_logs_per_gpu_figures_without_a_model_config():
                 assert after["mamba_gib"] * GIB / after["mamba_slots"] == pytest.approx(slot / 2, rel=0.01)
             check_texts(opt)
             assert f"needs {2 * pp} GPUs per server" in option_text("memory", "tp", opt.values).notes
-    # the smallest TP that fits
+    # a log without the KV bytes per token (loading failed before the pool): no KV tokens are invented
     dep = M.Deployment(model=None, gpu=h100, version="0.5.12", tp=1)
+    opt = MO._tp_option(dep, M.budget(dep, M.Readings(pre_load_free_gib=78.5, weights_gib=70.0)))
+    assert opt.values["after"]["weights_gib"] == 35.0 and "kv_tokens" not in opt.values["after"]
+    # the smallest TP that fits
     b = M.budget(dep, M.Readings(pre_load_free_gib=78.5, weights_gib=200.0, kv_bytes_per_token=327680))
     assert MO._tp_option(dep, b).changes == [MO._set("--tp-size", 4)]
 
