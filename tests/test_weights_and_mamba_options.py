@@ -163,6 +163,9 @@ MAMBA = [  # (launch arguments, GPU, version, the Mamba options it must get)
     # the budget fits, but a pool sized for the 48 requests would starve the KV pool: one request's slots
     ("Qwen/Qwen3.6-27B --mem-fraction-static 0.7" + SPEC, "H100", "0.5.14",
      {"mamba_cache_size", "mamba_bf16", "mamba_no_buffer"}),
+    # SGLang's own split serves 43 of the 64 requests; a pool sized in slots serves all 64
+    ("Qwen/Qwen3.6-27B --max-running-requests 64" + EXTRA, "H200", "0.5.12",
+     {"mamba_cache_size", "mamba_bf16", "mamba_no_buffer"}),
 ]
 
 
@@ -171,6 +174,9 @@ def test_mamba_options_keep_their_promises(args, gpu, version, kinds):
     dep = deployment(args, gpu, version)
     b = M.budget(dep)
     assert b.hybrid_mamba and b.mamba_bytes_per_slot
+    if gpu == "H200":
+        assert b.fits and b.max_running_requests == 43
+        assert next(o for o in MO._opts_mamba(dep, b) if o.kind == "mamba_cache_size").values["requests"] == 64
     got = set(check_mamba(dep, b)) & set(MO.KINDS[MO.KINDS.index("cap_requests_mamba"):MO.KINDS.index("fewer_draft_tokens")])
     assert got == kinds
 
