@@ -357,3 +357,11 @@ def test_lower_fraction_edges():
     assert MO._lower_fraction(dep, at_03) is None
     above = dataclasses.replace(b, cuda_graph_gib=0.6948 * pre - rest)
     assert MO._lower_fraction(dep, above).values["fraction"] == 0.305
+
+
+def test_fp8_capability_by_architecture():
+    from diag.memory.options import fp8_capable
+    assert [fp8_capable(a) for a in ("sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120")] == \
+        [False, False, True, True, True, True]
+    # AMD: CDNA3 (MI300X gfx942) and MI355 (gfx950) compute in FP8, MI200 (gfx90a) does not
+    assert [fp8_capable(a) for a in ("gfx942", "gfx950", "gfx90a", "gfx908")] == [True, True, False, False]

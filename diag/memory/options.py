@@ -174,14 +174,27 @@ def _checkpoint_options(dep: Deployment, b: Budget) -> list[Option]:
     return out
 
 
+def fp8_capable(arch: str) -> bool:
+    """Whether a GPU architecture computes in FP8: NVIDIA from sm_89 (Ada, Hopper, Blackwell), AMD from
+    CDNA3 (gfx942 MI300, gfx950 MI355); unknown names pass (no refusal without knowledge)."""
+    a = arch.lower()
+    if a.startswith("sm_"):
+        digits = "".join(ch for ch in a[3:] if ch.isdigit())
+        return not digits or int(digits) >= 89
+    if a.startswith("gfx"):
+        digits = "".join(ch for ch in a[3:6] if ch.isdigit())
+        return len(digits) == 3 and int(digits) >= 942
+    return True
+
+
 def _online_fp8_option(dep: Deployment, b: Budget) -> Option | None:
     """--quantization fp8 on a BF16 checkpoint: SGLang quantizes the linear layers to FP8 while loading."""
     m = dep.model
     if m is None or m.weight_quant is not None or dep.weight_quant is not None:
         return None
     arch = (dep.gpu.arch if dep.gpu else "") or ""
-    if arch and arch < "sm_89" and not arch.startswith("sm_1"):
-        return None                                # FP8 kernels need Ada, Hopper or Blackwell
+    if arch and not fp8_capable(arch):
+        return None                                # FP8 kernels need Ada, Hopper, Blackwell or CDNA3+
     _, nb = _try(dep, b, "pre", model=m.with_quant("fp8"), weight_quant="fp8")
     if not nb.fits:
         return None
