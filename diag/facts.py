@@ -781,8 +781,22 @@ def _check_choice(f: Facts) -> tuple[str, str] | None:
         return None
     by_low = {v.lower(): v for v in values}
     current = str(f.flag(flag) or "").lower()
-    words = "".join(ch if (ch.isalnum() or ch in "_-") else " " for ch in literal).split()
-    named = [by_low[w.lower()] for w in dict.fromkeys(words) if w.lower() in by_low and w.lower() != current]
+
+    def words(text: str) -> list[str]:
+        return "".join(ch if (ch.isalnum() or ch in "_-") else " " for ch in text).split()
+
+    # the accepted values are in the check's own words, or in the list it printed ('expects attention_backend
+    # to be one of ['triton', …], but got flashinfer'): the value after 'got' is the one refused
+    text = (c.event.data.get("message") or "") if c.event is not None else ""
+    refused = {w.lower() for part in text.split(" got ")[1:] for w in words(part)[:1]}
+    named = []
+    for w in list(dict.fromkeys(words(literal))) + list(dict.fromkeys(words(text.split(" got ")[0]))):
+        v = by_low.get(w.lower())
+        if v is not None and w.lower() != current and w.lower() not in refused and v not in named:
+            named.append(v)
+    if flag == "--attention-backend" and named:
+        from .explain.flags import BACKEND_PREFERENCE
+        named.sort(key=lambda n: BACKEND_PREFERENCE.index(n) if n in BACKEND_PREFERENCE else len(BACKEND_PREFERENCE))
     return (flag, named[0]) if named else None
 
 

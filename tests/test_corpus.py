@@ -41,11 +41,9 @@ CATEGORY_GAPS = {
     # fresh3: 51 logs gathered this session, first looks in tests/data/README.md
     "a09-aiter-workspace-oom-after-kv-pool-mi355": "a traceback cut inside the attention backend's init, right after the KV pool was allocated, is not yet read as an OOM of the backend's workspace",
     "c03-mineru-v100-sglang-sm75-required": "a retyped message ('sm 75', 'SGlang') does not match SGLang's 'only supports sm75 and above'",
-    "c04-ktransformers-transformers5-deepseekv4config-dataclass": "a dataclass TypeError raised while importing sglang's config classes is not yet read as a transformers release the SGLang build does not support",
     "d03-rocm720-hip-graph-capture-invalidated-aiter-ar": "an HSA hardware exception is read as a GPU fault; that a ROCm runtime bug invalidated the HIP graph capture is only in the thread",
     "d05-dynamo-kv-events-publisher-every-tp-rank-port-collision": "the paste stops inside the scheduler's error line; the ZMQ bind error is only in the issue title",
     "e01-ascend-pd-prefill-overlap-gloo-context-corruption": "SGLang's PD 'context corruption' warning before a gloo abort is not yet read as the overlap scheduler on the prefill node",
-    "f10-fp4-kv-cache-flashinfer-backend-rejected": "the attention backend's refusal of an FP4 KV cache is not yet reviewed as a backend and KV-dtype mismatch",
     "f15-gdn-fp16-conv-state-bf16-index-put-dtype": "a dtype mismatch in index_put on the GDN conv state is printed without a line diag reads as a failure",
     "f18-hicache-ratio-host-pool-1p4tb-small-model": "the hierarchical cache's host pool sized from --hicache-ratio for a small model is told in prose, not in an error line",
     "f20-pd-decode-hicache-vs-forced-disable-radix-cache": "the decode server's radix-cache override against the hierarchical cache is printed as a warning diag does not read as the failure",
@@ -83,7 +81,7 @@ FIX_GAPS = {
     "c44-router-prefill-url-bootstrap-port-comma", "f01-deepep-normal-cuda-graph", "f07-misspelled-cuda-visible-devices-busy-gpu",
     "f14-ascend-pd-mf-store-url-placeholder",
     "d03-rocm720-hip-graph-capture-invalidated-aiter-ar", "e01-ascend-pd-prefill-overlap-gloo-context-corruption",
-    "f10-fp4-kv-cache-flashinfer-backend-rejected", "f18-hicache-ratio-host-pool-1p4tb-small-model",
+    "f18-hicache-ratio-host-pool-1p4tb-small-model",
     "f20-pd-decode-hicache-vs-forced-disable-radix-cache")}
 
 
