@@ -64,13 +64,11 @@ FIX_GAPS = {
     "a01-kimi-eagle3-draft-inherits-trtllm-mla": "the draft worker's attention backend error is cut; --speculative-draft-attention-backend is only in the thread",
     "a07-qwen25vl-72b-awq-4090-gpu0-fast-image-processor": "the OOM names no image processor; that the fast (GPU) image processor filled GPU 0 is only in the thread",
     "d07-expert-distribution-metrics-eagle-multistep-graph-capture": "a capture invalidated by a host sync in the expert-distribution recorder is not tied to multi-step drafting (--speculative-num-steps 1)",
-    "e08-glm52-samenode-pd-internal-port-block-overlap": "two servers on one node whose internal port blocks overlap: diag names the taken port, not --port as the way to move the block",
     "e11-flashinfer-jit-no-nvcc-cuda-graph-capture-failed": "diag avoids FlashInfer's JIT with the triton attention and PyTorch sampling backends; --disable-cuda-graph, which only defers the build, is not offered",
     "e13-deepep-low-latency-cuda-graph-bs512-dispatch-overflow": "no version in the paste: the graph batch flag is spelled for the newest release (--cuda-graph-max-bs-decode), the label uses the older --cuda-graph-max-bs",
     "e15-llava16-34b-missing-preprocessor-config": "a missing preprocessor_config.json is read as a model-files problem; --tokenizer-path pointing at the original repository is not offered",
     "f11-uccl-ep-deepep-empty-dp-rank-deadlock-watchdog": "a watchdog timeout with an empty DP rank under DeepEP is not tied to --deepep-mode",
     "f13-qwen3-8b-bf16-on-16gb-needs-fp8": "diag raises the fraction and offers an FP8 checkpoint; the label's whole working set (online --quantization fp8, fewer requests and tokens, no graphs) is not offered together",
-    "f19-pd-legs-ports-close-derived-zmq-port-collision": "two servers whose derived ZMQ ports collide: diag names the taken port, not --port spacing as the way to move it",
     "c01-b300-sm103-fa4-vision-arch-assert": "the two-line paste does not show that the failing FA4 kernel is the vision tower's, so --mm-attention-backend is not offered",
     "d02-ktransformers-dsv4-flash-oom-missing-kt-weight-path": "a traceback cut inside the model runner's init is not read as an OOM of KTransformers' experts kept on the GPU; the missing --kt-weight-path is only in the thread",
 } | {k: v for k, v in CATEGORY_GAPS.items() if k in (

@@ -11,6 +11,8 @@ the rule files (rules/env/).
     nccl_frames              a fatal-error dump or traceback runs through NCCL / pynccl code
     flashinfer, sampling     FlashInfer's kernels are the ones that failed (sampling kernels)
     port, next_port, ...     the port a bind failed on, one to use instead, the HTTP port
+    zmq_loopback, apart_port a ZMQ bind on a loopback TCP port (SGLang's IPC block, based on --port), and a
+                             --port 1000 away from the one in use (or from the taken port)
     hicache_*                host-pool sizes that fit what the check reported
     collective_*             a collective's timeout, its sequence number, a start-up --dist-timeout
     multi_node               the ranks span more than one node
@@ -25,7 +27,7 @@ from . import Explainer, ExplainContext, Values
 
 PROVIDES = (
     "message", "messages", "signal", "signal_line", "signals", "sigkill", "oom_killer", "error_before",
-    "error_before_line", "nccl_frames", "dump_phase", "flashinfer", "sampling", "flashinfer_attention", "port", "port_name", "next_port", "http_port", "tcpstore", "dp_size", "tp_size", "multi_dp", "build_tool", "import_ignored", "warmup_failed", "proxy_error", "mooncake",
+    "error_before_line", "nccl_frames", "dump_phase", "flashinfer", "sampling", "flashinfer_attention", "port", "port_name", "next_port", "http_port", "zmq_loopback", "apart_port", "tcpstore", "dp_size", "tp_size", "multi_dp", "build_tool", "import_ignored", "warmup_failed", "proxy_error", "mooncake",
     "hicache_size_gb", "hicache_ratio_fit", "hicache_ratio_raise", "hicache_requested_gb", "hicache_available_gb", "collective_timeout_s", "collective_seq",
     "early_collective", "dist_timeout_s", "multi_node", "module", "package", "library", "cuda_library",
     "local_host", "host", "sighup", "fault_gpus", "fault_errors", "fault_severe", "held_gpus", "held_used_mib",
@@ -244,6 +246,12 @@ def _ports(facts, hits, v: dict) -> None:
                         for e in hits)
     base = port or v["http_port"]
     v["next_port"] = base + 1 if base < 65535 else base - 1
+    # a ZMQ endpoint on a loopback TCP port: SGLang's IPC ports, taken from a block based on --port (port_base)
+    v["zmq_loopback"] = any(_name(e) == "zmq.address_in_use" and any(h in str(_fields(e).get("address") or e.text)
+                                                                     for h in ("127.0.0.1", "localhost", "0.0.0.0"))
+                            for e in hits)
+    start = http or port or 30000
+    v["apart_port"] = start + 1000 if start + 1000 < 65000 else max(1024, start - 1000)
 
 
 def _hicache(facts, hits, v: dict) -> None:
