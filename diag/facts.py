@@ -59,6 +59,7 @@ class Facts:
     failure_event: Event | None = None                # the first typed exception (or failure line) of the log
     failure_where: P.Where = field(default_factory=P.Where)
     known: "KnownFailure | None" = None                 # the first failure message the catalog has reviewed
+    guess: "KnownFailure | None" = None                 # else: the first SGLang failure message its build categorised
     fragment: list[str] = field(default_factory=list)  # why the input looks like a piece of a log
     smi: list = field(default_factory=list)            # SmiSnapshot objects
     http: dict = field(default_factory=dict)
@@ -441,6 +442,12 @@ class KnownFailure:
 QUIET_LEVELS = ("info", "debug", "warning", "print")
 
 
+# the event kinds of SGLang's failure messages whose build category names a cause (capacity lines and
+# device OOMs have rules of their own)
+GUESS_EVENTS = frozenset(("refusal", "arch_error", "driver_error", "import_error", "model_load_error", "nccl_error",
+                          "port_error", "host_oom", "error"))
+
+
 def _known_failure(f: Facts) -> None:
     """The first failure the catalog knows by review: the failure event's message when it has
     one, else the first error-level message of the log. Heuristic categories (messages no one
@@ -459,9 +466,19 @@ def _known_failure(f: Facts) -> None:
             continue
         refused.add(m.id)
         entry = cat.get(m.id)
-        if entry is None or cat.reviewed_category(m.id) != m.category:
+        if entry is None:
+            continue
+        if cat.reviewed_category(m.id) != m.category:
+            # no one reviewed it: the build's category from the raising module and the message's words,
+            # kept as a guess for SGLang's own failure messages (SGL-AUTO-*), never for quiet levels
+            typed_failure = f.failure_event is not None and f.failure_event.kind == "exception" and f.failure_event.data.get("type")
+            if f.guess is None and m.component == "sglang" and m.event in GUESS_EVENTS \
+                    and (ev is f.failure_event or not typed_failure) \
+                    and (m.level or "").lower() not in QUIET_LEVELS:
+                f.guess = KnownFailure(ev, m.category, m.component, m.name or m.family, entry.meaning, entry.action)
             continue
         f.known = KnownFailure(ev, m.category, m.component, m.name or m.family, entry.meaning, entry.action)
+        f.guess = None
         return
 
 
@@ -661,6 +678,12 @@ def _cut_forward(f: Facts) -> str | None:
     if phase in ("prefill", "decode"):
         return phase
     if any(fr.func in ("forward", "_forward_raw", "forward_batch_generation") for fr in frames):
+        # a bare forward during CUDA graph capture is the capture's, not a prefill batch's
+        before = [m.data.get("phase") for m in f.milestones if m.line <= cut[-1].line]
+        capturing = "graph_begin" in before and not any(p in ("graph_end", "ready") for p in
+                                                         before[len(before) - before[::-1].index("graph_begin"):])
+        if capturing and not any(len(b) for b in f.batches):
+            return None
         return "prefill"
     return None
 
@@ -960,6 +983,22 @@ def _graph_role(f: Facts):
     return role
 
 
+def _guess_where(f: Facts) -> str | None:
+    m = getattr(f.guess.event, "msg", None) if f.guess else None
+    if m is None or not m.module:
+        return None
+    return f"{m.module}:{m.function}" if m.function else m.module
+
+
+def _guess_text(f: Facts) -> str | None:
+    if not f.guess:
+        return None
+    ev = f.guess.event
+    text = (ev.data.get("message") or "").strip().splitlines()
+    line = text[0] if text else ev.text.strip()
+    return line[:200] or None
+
+
 def _running_step(f: Facts):
     """The step that follows the last start-up line printed: what was under way when the log ends."""
     if not f.milestones:
@@ -1013,6 +1052,12 @@ FACT_PATHS: dict[str, tuple[str, object]] = {
                         lambda f: _msg_entry_text(f.failure_event, "meaning")),
     "failure.action": ("what the catalog says to do about it (hand lists and reviews only)",
                        lambda f: _msg_entry_text(f.failure_event, "action")),
+    "guess.category": ("when no reviewed message is found: the category SGLang's catalog build gave the first SGLang "
+                       "failure message (by its module and words, unreviewed)", lambda f: f.guess.category if f.guess else None),
+    "guess.event": ("that failure (its line is quoted)", lambda f: f.guess.event if f.guess else None),
+    "guess.message": ("its catalog family", lambda f: f.guess.name if f.guess else None),
+    "guess.where": ("where SGLang raises it (module:function)", lambda f: _guess_where(f)),
+    "guess.text": ("its text (at most 200 characters)", lambda f: _guess_text(f)),
     "known.category": ("the category the catalog's review gives the first failure it knows (see KnownFailure)",
                        lambda f: f.known.category if f.known else None),
     "known.event": ("that failure (its line is quoted)", lambda f: f.known.event if f.known else None),

@@ -46,7 +46,6 @@ CATEGORY_GAPS = {
     "e01-ascend-pd-prefill-overlap-gloo-context-corruption": "SGLang's PD 'context corruption' warning before a gloo abort is not yet read as the overlap scheduler on the prefill node",
     "f15-gdn-fp16-conv-state-bf16-index-put-dtype": "a dtype mismatch in index_put on the GDN conv state is printed without a line diag reads as a failure",
     "f18-hicache-ratio-host-pool-1p4tb-small-model": "the hierarchical cache's host pool sized from --hicache-ratio for a small model is told in prose, not in an error line",
-    "f20-pd-decode-hicache-vs-forced-disable-radix-cache": "the decode server's radix-cache override against the hierarchical cache is printed as a warning diag does not read as the failure",
     # fresh4: 22 logs gathered in the next session, first look in tests/data/fresh4/FIRST_LOOK.md
     "d02-ktransformers-dsv4-flash-oom-missing-kt-weight-path": "a traceback cut inside the model runner's init is not read as an OOM of KTransformers' experts kept on the GPU; the missing --kt-weight-path is only in the thread",
 }
@@ -69,6 +68,7 @@ FIX_GAPS = {
     "e15-llava16-34b-missing-preprocessor-config": "a missing preprocessor_config.json is read as a model-files problem; --tokenizer-path pointing at the original repository is not offered",
     "f11-uccl-ep-deepep-empty-dp-rank-deadlock-watchdog": "a watchdog timeout with an empty DP rank under DeepEP is not tied to --deepep-mode",
     "f13-qwen3-8b-bf16-on-16gb-needs-fp8": "diag raises the fraction and offers an FP8 checkpoint; the label's whole working set (online --quantization fp8, fewer requests and tokens, no graphs) is not offered together",
+    "f20-pd-decode-hicache-vs-forced-disable-radix-cache": "the refusal names the hierarchical cache and the disabled radix cache; that a PD decode server disables the radix cache itself, which --disaggregation-decode-enable-radix-cache undoes, is only in the thread",
     "c01-b300-sm103-fa4-vision-arch-assert": "the two-line paste does not show that the failing FA4 kernel is the vision tower's, so --mm-attention-backend is not offered",
     "d02-ktransformers-dsv4-flash-oom-missing-kt-weight-path": "a traceback cut inside the model runner's init is not read as an OOM of KTransformers' experts kept on the GPU; the missing --kt-weight-path is only in the thread",
 } | {k: v for k, v in CATEGORY_GAPS.items() if k in (
