@@ -60,6 +60,7 @@ class Facts:
     failure_where: P.Where = field(default_factory=P.Where)
     known: "KnownFailure | None" = None                 # the first failure message the catalog has reviewed
     guess: "KnownFailure | None" = None                 # else: the first SGLang failure message its build categorised
+    advice: list = field(default_factory=list)           # (input, line, flag) the log's own text says to add
     fragment: list[str] = field(default_factory=list)  # why the input looks like a piece of a log
     smi: list = field(default_factory=list)            # SmiSnapshot objects
     http: dict = field(default_factory=dict)
@@ -111,6 +112,7 @@ def build(parsers: list[LogParser], smi_snapshots: list, explicit_versions: list
     for p in parsers:
         f.events.extend(p.events)
         f.batches.append(p.batches)
+        f.advice.extend((p.input, n, flag) for n, flag in getattr(p, "advice", ()))
         f.context.update({(p.input, n): t for n, t in p.context.items()})
         f.lines_total += p.lines
         f.content_lines += p.content_lines
@@ -983,6 +985,27 @@ def _graph_role(f: Facts):
     return role
 
 
+def _advised(f: Facts) -> list[dict]:
+    """Switches the log's own text tells the user to add (SGLang's workaround hints), known to some
+    release's parser and not already on the command line: [{flag, line, input}]."""
+    from .flags import raw_definitions
+    out: list[dict] = []
+    for inp, line, flag in f.advice:
+        defs = raw_definitions(flag)
+        if not defs or not defs[-1].get("switch") or flag in f.flags or any(o["flag"] == flag for o in out):
+            continue
+        out.append({"flag": flag, "line": line, "input": inp})
+    return out[:3]
+
+
+def _advice_event(f: Facts):
+    a = _advised(f)
+    if not a:
+        return None
+    key = (a[0]["input"], a[0]["line"])
+    return Event("advice", key[0], key[1], f.context.get(key, ""))
+
+
 def _guess_where(f: Facts) -> str | None:
     m = getattr(f.guess.event, "msg", None) if f.guess else None
     if m is None or not m.module:
@@ -1052,6 +1075,11 @@ FACT_PATHS: dict[str, tuple[str, object]] = {
                         lambda f: _msg_entry_text(f.failure_event, "meaning")),
     "failure.action": ("what the catalog says to do about it (hand lists and reviews only)",
                        lambda f: _msg_entry_text(f.failure_event, "action")),
+    "advice.flags": ("switches the log's own text tells the user to add (SGLang's workaround hints): a list of "
+                     "{flag, line}, at most 3", lambda f: _advised(f) or None),
+    "advice.first": ("the first of them", lambda f: (_advised(f) or [{}])[0].get("flag")),
+    "advice.line": ("the line that names it", lambda f: (_advised(f) or [{}])[0].get("line")),
+    "advice.event": ("that line (quoted)", lambda f: _advice_event(f)),
     "guess.category": ("when no reviewed message is found: the category SGLang's catalog build gave the first SGLang "
                        "failure message (by its module and words, unreviewed)", lambda f: f.guess.category if f.guess else None),
     "guess.event": ("that failure (its line is quoted)", lambda f: f.guess.event if f.guess else None),

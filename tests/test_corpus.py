@@ -63,7 +63,6 @@ FIX_GAPS = {
     "a01-kimi-eagle3-draft-inherits-trtllm-mla": "the draft worker's attention backend error is cut; --speculative-draft-attention-backend is only in the thread",
     "a07-qwen25vl-72b-awq-4090-gpu0-fast-image-processor": "the OOM names no image processor; that the fast (GPU) image processor filled GPU 0 is only in the thread",
     "d07-expert-distribution-metrics-eagle-multistep-graph-capture": "a capture invalidated by a host sync in the expert-distribution recorder is not tied to multi-step drafting (--speculative-num-steps 1)",
-    "e11-flashinfer-jit-no-nvcc-cuda-graph-capture-failed": "diag avoids FlashInfer's JIT with the triton attention and PyTorch sampling backends; --disable-cuda-graph, which only defers the build, is not offered",
     "e13-deepep-low-latency-cuda-graph-bs512-dispatch-overflow": "no version in the paste: the graph batch flag is spelled for the newest release (--cuda-graph-max-bs-decode), the label uses the older --cuda-graph-max-bs",
     "e15-llava16-34b-missing-preprocessor-config": "a missing preprocessor_config.json is read as a model-files problem; --tokenizer-path pointing at the original repository is not offered",
     "f11-uccl-ep-deepep-empty-dp-rank-deadlock-watchdog": "a watchdog timeout with an empty DP rank under DeepEP is not tied to --deepep-mode",

@@ -48,6 +48,10 @@ CODE_LINE = rx.compile(r"[:(\[{,=]$|^(?:if|elif|else|for|while|return|raise|with
 SOURCE_STATEMENT = rx.compile(r"^(?:[A-Za-z_][\w.]*(?:\[[^\]]*\])*\s*(?:,\s*[A-Za-z_][\w.]*\s*)*=[^=]|"
                               r"(?:return|raise|assert|if|elif|for|while|with|yield|await)\s|self\.|[a-z_]\w*(?:\.\w+)+\()")
 PROSE = rx.compile(r"(?:\b[A-Za-z]{2,}\b[ ,]+){4}")
+# advice in the log's own words: a flag to add ('add --x to your launch command', 'please use --x',
+# 'try adding --x', 'by --x'); 'not using --x' / 'remove --x' / 'without --x' are not advice to add it
+ADVICE = rx.compile(r"\b(?:add|adding|use|using|pass|passing|try|enable it with|set|setting|by|with)\s+[`'\"]?(?P<flag>--[a-z][a-z0-9-]+)\b")
+NEGATED = rx.compile(r"\b(?:not|remove|removing|without|drop|dropping|instead of)\s*$")
 # lines printed by the shell or the interpreter itself, never part of an exception message
 STANDALONE = rx.compile(r"^(?:Killed|Aborted|Bus error|Segmentation fault|Fatal Python error|nohup:|Exit code:|"
                         r"已杀死|已殺死|Getötet|強制終了)")  # bash's 'Killed' in Chinese, German, Japanese locales
@@ -253,6 +257,7 @@ class LogParser:
         # SGLang versions the log names outright ('sglang==0.5.6'): version events of their own, not
         # in `events` (a line that only names a version is no SGLang line), in line order
         self.versions: list[Event] = []
+        self.advice: list[tuple[int, str]] = []   # (line, flag) the log's own text says to add
         self.first_batch_dated: list = []     # the wordings that date the first batch line (diag.parse.wording)
 
     # -- public ------------------------------------------------------------------
@@ -535,6 +540,8 @@ class LogParser:
             else:
                 self._exc.data["message"] += "\n" + stripped
                 self._exc.end_line = lineno
+                if " --" in stripped:
+                    self._advice(lineno, stripped)
                 self._absorbed = lineno
                 if self._exc.data.get("oom") is None and is_oom_text(stripped):
                     self._oom_from(self._exc)
@@ -562,6 +569,8 @@ class LogParser:
                 self._pyspy.end_line = lineno
                 return "event"
             self._pyspy = None
+        if " --" in stripped:
+            self._advice(lineno, stripped)
         n_events = len(self.events)
         m = self._line_match = self._match(stripped)
         cls = self._message(lineno, text, ts, rank, msg, stripped)
@@ -582,6 +591,14 @@ class LogParser:
                 self._event("message", lineno, text, ts, rank, message=stripped).msg = m
                 return "event"
         return cls
+
+    def _advice(self, lineno: int, stripped: str) -> None:
+        """A flag the log's own text tells the user to add ('To work around this error, add
+        --disable-piecewise-cuda-graph to your launch command'), never one it says to drop."""
+        for m in ADVICE.finditer(stripped):
+            if not NEGATED.search(stripped[max(0, m.start() - 12):m.start()]) and len(self.advice) < 16:
+                self.advice.append((lineno, m["flag"]))
+                self.mark(lineno)
 
     def _nested(self, lineno, text, ts, rank, stripped) -> None:
         """A line of an exception's message that is a message of its own (NCCL's 'Last error:' detail,
