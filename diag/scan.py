@@ -78,6 +78,7 @@ FIELDS = {
     "mamba_usage": ("mamba usage",), "accept_len": ("accept len",),
 }
 MAX_PARTS = 16
+FIRST_BLOCK = 2048         # the input's first block (the memo of line classes learns there)
 BLOCK_ROWS = 65536          # lines classified at a time (short lines: a chunk is cut in blocks, memory stays flat)
 
 # The small reader (pure Python, no polars): the same classes with Python's `re`, one call per line
@@ -86,10 +87,25 @@ BLOCK_ROWS = 65536          # lines classified at a time (short lines: a chunk i
 _PREFIX_RE = re.compile(PREFIX)
 _HTTP_RE = re.compile(HTTP_OK)
 _EMBEDDED_RE = re.compile(EMBEDDED)
+_MASK_RE = re.compile(r"\b[A-Fa-f]*+[0-9][0-9A-Fa-f]*+\b")    # MASK, possessive: linear in Python's re
 _SIGNATURES_RE = rx.compile_bytes("|".join(f"(?:{p})" for p in FAILURE_PHRASES + [re.escape(w) for w in FAILURE_WORDS]))
 # a batch value the parser reads with float() (batches._f: at most 30 digits a side, True/False)
 _VALUE = r"([0-9]{1,15}(?:\.[0-9]{1,15})?|True|False)"
 MAX_LAYOUTS = 8             # batch-line layouts learned per input (decode, prefill and variants)
+
+# The memo of line classes: a prefixed line that is none of the classes above ("Cache flushed
+# successfully! request id 3fa2…", "Receive: obj=…") is the same line to the parser, between two
+# records, as the earlier lines of its skeleton (its message with every word that is a decimal or
+# hex number masked). Once LEARN lines of a skeleton were fed between records and each left the
+# parser between records with no event, traceback or version made, the later ones are accounted
+# for like access lines (class 4: counted, their prefix facts and evidence windows kept) while
+# the parser is between records; otherwise they are fed. A line with a failure signature, a word
+# the cleaner acts on, or one of MEMO_EXCLUDE (a version named, an nvidia-smi output) never is.
+MASK = r"\b[A-Fa-f]*[0-9][0-9A-Fa-f]*\b"
+MEMO_EXCLUDE = ["glang", "SGLang", "NVIDIA-SMI ", "==NVSMI LOG==", "<nvidia_smi_log", "memory.used", "KMD Version"]
+LEARN = 2
+MEMO_KEYS = 4096           # skeletons known at most (the memo is bounded whatever the log)
+KEY_MAX = 2048             # longer lines are always fed
 
 
 @dataclass
@@ -116,6 +132,34 @@ class Gap:
 
     def recent(self) -> list[tuple[int, str]]:
         return self._recent
+
+
+class _Memo:
+    """The skeletons the parser was seen to read as plain lines (see MASK), bounded."""
+
+    def __init__(self) -> None:
+        self.known: set[str] = set()
+        self._seen: dict[str, int] = {}
+        self._bad: set[str] = set()
+
+    def learned(self, key: str, plain: bool) -> None:
+        """One line of this skeleton was fed between records: `plain` when it made nothing."""
+        if not plain:
+            self.known.discard(key)
+            self._seen.pop(key, None)
+            if len(self._bad) < 8 * MEMO_KEYS:
+                self._bad.add(key)
+            return
+        if key in self._bad or key in self.known:
+            return
+        n = self._seen.get(key, 0) + 1
+        if n >= LEARN and len(self.known) < MEMO_KEYS:
+            self.known.add(key)
+            del self._seen[key]
+            return
+        if len(self._seen) >= 8 * MEMO_KEYS:
+            self._seen.clear()
+        self._seen[key] = n
 
 
 # -- the multi-pattern pass -------------------------------------------------------------------
@@ -241,6 +285,7 @@ class FastReader:
         self._last_content: tuple | None = None   # (lineno, text, fed) of the last non-blank line
         self._carry_kind: int | None = None       # kind of the last kept-rank batch line so far
         self._cut = 0
+        self._memo = _Memo()
         self._progress = _Progress(opened) if (progress if progress is not None else _tty()) else None
 
     # the line-by-line reader, for everything the fast one does not take
@@ -341,7 +386,7 @@ class FastReader:
     def _small_lines(self, lines: list[str], rank: str | None, unclean: set, sig: set) -> None:
         parser, on_line, emit = self.parser, self.on_line, self.cleaner.emit
         n = len(lines)
-        cls = bytearray(n)             # 0 fed, 1 batch line, 2 access line, 3 blank (as in _block)
+        cls = bytearray(n)             # 0 fed, 1 batch line, 2 access line, 3 blank, 4 a known skeleton (as in _block)
         tss: list = [None] * n         # the prefix's timestamp and ranks, where the line has one
         rks: list = [None] * n
         rows: list = []                # (kind, line, seconds, the 7 values) of the kept batch lines not fed yet
@@ -353,9 +398,14 @@ class FastReader:
         gap = 0                        # the first line of the current gap
         skipped = 0                    # characters of the lines not fed (what on_line would have counted)
         batch_seen = parser.batch_rank is not None
+        memo, known, between, mask = self._memo, self._memo.known, self._between, _MASK_RE.sub
+        events = parser.events
+        # the last content line is fed whatever it is (a message cut at the input's end is matched on it)
+        last_content = next((i for i in range(n - 1, -1, -1) if lines[i].strip(" \t")), -1)
         for i, l in enumerate(lines):
             c = 0
             m = None
+            key = None
             if i not in unclean:
                 if l[:1] == "[":
                     m = match(l)
@@ -372,6 +422,10 @@ class FastReader:
                                     c = 1
                         elif " HTTP/" in l and http(l):
                             c = 2
+                        elif i != last_content and len(l) <= KEY_MAX and not any(w in l for w in MEMO_EXCLUDE):
+                            key = mask("#", l[e:])
+                            if key in known and between():
+                                c = 4
                 elif not l.strip(" \t"):
                     c = 3
                 elif " HTTP/" in l and http(l):
@@ -387,20 +441,26 @@ class FastReader:
                 if rows:
                     _add_rows(parser.batches, rows)
                     rows = []
-                batch_seen = self._small_gap(lines, cls, tss, rks, gap, i, rank, batch_seen)
+                batch_seen = self._gap_lists(lines, cls, tss, rks, gap, i, rank, batch_seen)
             gap = i + 1
             seen = False
             if i in sig:
                 p = match(l) if l[:1] == "[" else None
                 seen = bool((p is not None and l.startswith(heads, p.end())) or (" HTTP/" in l and http(l)))
-            for k, t in emit(i + 1, l):
-                on_line(k, t, None, seen)
+            if key is not None and between():
+                made = (events.total, len(parser.tracebacks), len(parser.versions))
+                for k, t in emit(i + 1, l):
+                    on_line(k, t, None, False)
+                memo.learned(key, between() and made == (events.total, len(parser.tracebacks), len(parser.versions)))
+            else:
+                for k, t in emit(i + 1, l):
+                    on_line(k, t, None, seen)
             if not batch_seen and parser.batch_rank is not None:
                 batch_seen = True
         if rows:
             _add_rows(parser.batches, rows)
         if gap < n:
-            self._small_gap(lines, cls, tss, rks, gap, n, rank, batch_seen)
+            self._gap_lists(lines, cls, tss, rks, gap, n, rank, batch_seen)
         self.chars += skipped
         for i in range(max(0, n - TAIL), n):
             self._tail.append((i + 1, lines[i], cls[i] != 0))
@@ -409,8 +469,9 @@ class FastReader:
             self._last_content = (last + 1, lines[last], cls[last] == 0)
         self._end()
 
-    def _small_gap(self, lines, cls, tss, rks, a: int, b: int, rank, batch_seen: bool) -> bool:
-        """Tell the parser about lines a..b-1 (none of them fed); True once the first batch line is known."""
+    def _gap_lists(self, lines, cls, tss, rks, a: int, b: int, rank, batch_seen: bool, base: int = 1) -> bool:
+        """Tell the parser about lines a..b-1 of these lists (none of them fed; line a is number
+        base + a); True once the first batch line is known."""
         count = b - a
         blanks = cls.count(3, a, b)
         batches = cls.count(1, a, b)
@@ -421,14 +482,14 @@ class FastReader:
         fb = None
         if not batch_seen and batches:
             bi = cls.find(1, a, b)
-            fb = (bi + 1, rank or None, _msg(lines[bi]))
+            fb = (base + bi, rank or None, _msg(lines[bi]))
             batch_seen = True
-        head = lambda k, a=a, count=count: [(a + 1 + j, lines[a + j]) for j in range(min(k, count))]  # noqa: E731
+        head = lambda k, a=a, count=count: [(base + a + j, lines[a + j]) for j in range(min(k, count))]  # noqa: E731
         self.parser.skip(Gap(count=count, content=count - blanks, closes=bool(blanks or batches), blank=bool(blanks),
                              prefixed=len(ts), first_ts=ts[0] if ts else None, last_ts=ts[-1] if ts else None,
-                             ranks=tuple(ranks), http=http, http_last=cls.rfind(2, a, b) + 1 if http else None,
+                             ranks=tuple(ranks), http=http, http_last=base + cls.rfind(2, a, b) if http else None,
                              first_batch=fb, _head=head,
-                             _recent=[(j + 1, lines[j]) for j in range(max(a, b - CONTEXT), b)]))
+                             _recent=[(base + j, lines[j]) for j in range(max(a, b - CONTEXT), b)]))
         return batch_seen
 
     @staticmethod
@@ -556,8 +617,12 @@ class FastReader:
         # the words the cleaner acts on, looked for per line only in a chunk that holds one (a
         # search of the raw bytes costs a fraction of a per-line search)
         words = [w for w in DIRTY_WORDS if w.encode() in data]
-        for at in range(0, n, BLOCK_ROWS):
-            self._block(lines.slice(at, BLOCK_ROWS), flagged.slice(at, BLOCK_ROWS), start + at, words)
+        at = 0
+        while at < n:
+            # the input's first lines in a short block: the skeletons learned there apply to the rest
+            size = FIRST_BLOCK if start + at == 1 else BLOCK_ROWS
+            self._block(lines.slice(at, size), flagged.slice(at, size), start + at, words)
+            at += size
         return stopped
 
     def _block(self, lines, flagged, start: int, words: list[str] = DIRTY_WORDS) -> None:
@@ -598,9 +663,32 @@ class FastReader:
                .when(pl.col("blank")).then(3)
                .otherwise(0))
         df = df.with_columns(cls=cls)
+        df, learn = self._memo_classes(df)
         if rows is not None and rows.height:
             self.parser.batches.add_frame(rows)
-        self._feed(df, start, rank)
+        self._feed(df, start, rank, learn)
+
+    def _memo_classes(self, df):
+        """Class 4 for the lines of known skeletons (see MASK; the last content line of the block is
+        fed whatever it is: a message cut at the input's end is matched on it), and the skeletons of
+        the other candidate lines to learn from as they are fed: {row: skeleton}."""
+        import polars as pl
+        cand = df.filter((pl.col("cls") == 0) & pl.col("ts").is_not_null() & ~pl.col("batch") & ~pl.col("http")
+                         & ~pl.col("dirty") & ~pl.col("sig"))
+        if not cand.height:
+            return df, {}
+        c = pl.col("l")
+        cand = cand.filter((c.str.len_bytes() <= KEY_MAX) & ~c.str.contains_any(MEMO_EXCLUDE))
+        keys = cand.select("i", key=c.str.replace(PREFIX, "").str.replace_all(MASK, "#"))
+        known = self._memo.known
+        if known and keys.height:
+            last = df.filter(pl.col("cls") != 3)["i"].tail(1)
+            hit = pl.col("key").is_in(pl.Series(list(known), dtype=pl.String).implode()) & ~pl.col("i").is_in(last.implode())
+            rows = keys.filter(hit)["i"]
+            if rows.len():
+                df = df.with_columns(cls=pl.when(pl.col("i").is_in(rows.implode())).then(4).otherwise(pl.col("cls")))
+                keys = keys.filter(~hit)
+        return df, dict(zip(keys["i"].to_list(), keys["key"].to_list()))
 
     def _rows(self, df, start: int):
         """The batch statistics of well-formed batch lines of the kept rank: (rows as COLUMNS, their
@@ -688,7 +776,11 @@ class FastReader:
             if len(raw) >= MAX_LINE:
                 self._cut += 1
 
-    def _feed(self, df, start: int, rank: str | None) -> None:
+    def _between(self) -> bool:
+        """Whether a line of a known skeleton may be accounted for now (see _Memo)."""
+        return self.parser.between_records and not getattr(self.on_line, "capturing", False)
+
+    def _feed(self, df, start: int, rank: str | None, learn: dict | None = None) -> None:
         """Feed the parser this chunk's lines of class 0 and tell it about the others, in order."""
         import polars as pl
         parser = self.parser
@@ -709,7 +801,7 @@ class FastReader:
                 prefixed=pl.col("ts").is_not_null().sum(), first_ts=pl.col("ts").drop_nulls().first(),
                 last_ts=pl.col("ts").drop_nulls().last(), ranks=pl.col("rank").filter(pl.col("rank") != "").unique(),
                 http=(pl.col("cls") == 2).sum(), http_last=pl.col("i").filter(pl.col("cls") == 2).max(),
-                first=pl.col("i").first(),
+                first=pl.col("i").first(), memo=(pl.col("cls") == 4).any(),
                 batch_first=pl.col("i").filter(pl.col("cls") == 1).first(),
             )
             recent = acc.filter(pl.int_range(pl.len()).reverse().over("seg") < CONTEXT).select("seg", "i", "l")
@@ -721,12 +813,8 @@ class FastReader:
         lines = df["l"]
         first_batch_done = parser.batch_rank is not None
 
-        def gap_of(seg: int) -> Gap | None:
+        def gap_of(row: dict, near: list) -> Gap:
             nonlocal first_batch_done
-            got = gaps.get(seg)
-            if got is None:
-                return None
-            row, near = got
             first = row["first"]
 
             def head(k: int, first=first, count=row["n"]) -> list:  # a gap's lines are consecutive
@@ -744,11 +832,40 @@ class FastReader:
                        http=row["http"], http_last=None if row["http_last"] is None else start + row["http_last"],
                        first_batch=fb, _head=head, _recent=near)
 
+        def split(first: int, count: int) -> None:
+            """A gap with lines of known skeletons while a record is open: those are fed until the
+            parser is between records again, the rest accounted for as usual."""
+            nonlocal first_batch_done
+            sub = df.slice(first, count)
+            ls, cl = sub["l"].to_list(), bytearray(sub["cls"].to_list())
+            tss, rks, kb = sub["ts"].to_list(), sub["rank"].to_list(), sub["kind_before"].to_list()
+            base, pos = start + first, 0
+            while pos < count:
+                k = -1 if self._between() else cl.find(4, pos)
+                end = count if k < 0 else k
+                if end > pos:
+                    first_batch_done = self._gap_lists(ls, cl, tss, rks, pos, end, rank, first_batch_done, base)
+                if k < 0:
+                    return
+                kind = kb[k] if kb[k] is not None else (carry if carry is not None else -1)
+                for n, text in self.cleaner.emit(base + k, ls[k]):
+                    self.on_line(n, text, kind, False)
+                pos = k + 1
+
+        def skip(seg: int) -> None:
+            got = gaps.get(seg)
+            if got is None:
+                return
+            row, near = got
+            if row["memo"] and not self._between():
+                split(row["first"], row["n"])
+            else:
+                parser.skip(gap_of(row, near))
+
+        memo, events = self._memo, parser.events
         seg = 0
         for i, raw, kind, is_long, sig, is_batch, is_http in fed.iter_rows():
-            gap = gap_of(seg)
-            if gap is not None:
-                parser.skip(gap)
+            skip(seg)
             seg += 1
             lineno = start + i
             if kind is None:
@@ -758,11 +875,16 @@ class FastReader:
                 raw = raw[:MAX_LINE]
             if is_batch and not first_batch_done:
                 first_batch_done = True
+            key = learn.get(i) if learn else None
+            if key is not None and self._between():
+                made = (events.total, len(parser.tracebacks), len(parser.versions))
+                for n, text in self.cleaner.emit(lineno, raw):
+                    self.on_line(n, text, kind, False)
+                memo.learned(key, self._between() and made == (events.total, len(parser.tracebacks), len(parser.versions)))
+                continue
             for n, text in self.cleaner.emit(lineno, raw):
                 self.on_line(n, text, kind, bool(sig and (is_batch or is_http)))
-        gap = gap_of(seg)
-        if gap is not None:
-            parser.skip(gap)
+        skip(seg)
         # what the next chunk needs: the kind of the last kept-rank batch line, the tail, the last content line
         last_kind = df.select(pl.col("_kind").drop_nulls().last()).item()
         if last_kind is not None:
@@ -775,7 +897,6 @@ class FastReader:
             i, t, c = content.row(0)
             if c != 0 or t.strip():
                 self._last_content = (start + i, t, c == 0)
-
 
 def _line_set(data, positions, nl) -> set[int]:
     """The 0-based lines (separated by `nl`) that hold these offsets of `data`."""
