@@ -91,6 +91,7 @@ _MASK_RE = re.compile(r"\b[A-Fa-f]*+[0-9][0-9A-Fa-f]*+\b")    # MASK, possessive
 _SIGNATURES_RE = rx.compile_bytes("|".join(f"(?:{p})" for p in FAILURE_PHRASES + [re.escape(w) for w in FAILURE_WORDS]))
 # a batch value the parser reads with float() (batches._f: at most 30 digits a side, True/False)
 _VALUE = r"([0-9]{1,15}(?:\.[0-9]{1,15})?|True|False)"
+_NUMBER = r"[0-9]{1,15}(?:\.[0-9]{1,15})?"
 MAX_LAYOUTS = 8             # batch-line layouts learned per input (decode, prefill and variants)
 
 # The memo of line classes: a prefixed line that is none of the classes above ("Cache flushed
@@ -286,6 +287,8 @@ class FastReader:
         self._carry_kind: int | None = None       # kind of the last kept-rank batch line so far
         self._cut = 0
         self._memo = _Memo()
+        self._layouts: list = []          # batch-line layouts learned (_frame_layout), for every chunk
+        self._learned = 0
         self._progress = _Progress(opened) if (progress if progress is not None else _tty()) else None
 
     # the line-by-line reader, for everything the fast one does not take
@@ -692,75 +695,57 @@ class FastReader:
 
     def _rows(self, df, start: int):
         """The batch statistics of well-formed batch lines of the kept rank: (rows as COLUMNS, their
-        row indexes). Lines whose layout or values the vectorised path cannot read exactly go to the
-        parser instead."""
+        row indexes). Each line is matched whole against the layouts learned so far (one regex
+        each, built by _small_layout from a line: a line it takes is read the same by the parser);
+        lines no layout takes go to the parser instead."""
         import polars as pl
         from .parse.batches import COLUMNS
+        none = (None, pl.Series("i", [], dtype=pl.UInt32))
         if not df.height:
-            return None, pl.Series("i", [], dtype=pl.UInt32)
-        # the message after the prefix: these lines match BATCH (PREFIX, then "Decode batch" or
-        # "Prefill batch"), and a timestamp and ranks hold neither, so it starts at the first of them
-        # (the prefix is ASCII: find's byte offset is slice's character offset)
-        at = pl.min_horizontal(pl.col("l").str.find("Decode batch", literal=True),
-                               pl.col("l").str.find("Prefill batch", literal=True))
-        df = df.with_columns(msg=pl.col("l").str.slice(at))
-        parts = df.select("i", "ts", p=pl.col("msg").str.splitn(", ", MAX_PARTS)).unnest("p")
-        names = [c for c in parts.columns if c.startswith("field_")]
-        out, used = [], []
-        todo = parts
-        for _ in range(6):  # a few layouts per chunk (decode, prefill, and variants)
-            if not todo.height:
-                break
-            layout = _layout([todo[name][0] for name in names])
-            if layout is None:
-                break
-            heads, keys = layout
-            match = pl.lit(True)
-            for j, name in enumerate(names):
-                if j < len(heads):
-                    head = heads[j]
-                    if head.endswith(": "):
-                        match = match & pl.col(name).str.starts_with(head)
-                    else:
-                        match = match & (pl.col(name) == head)
-                else:
-                    match = match & pl.col(name).is_null()
-            hit = todo.filter(match)
-            todo = todo.filter(~match)
-            if not hit.height:
-                break
-            # each value's text once (an eager select evaluates a repeated expression each time)
-            texts = {}
-            for col, wanted in FIELDS.items():
-                j = next((keys[k] for k in wanted if k in keys), None)
-                if j is not None:
-                    texts[f"_v_{col}"] = pl.col(names[j]).str.slice(len(heads[j])).str.strip_chars_end(", ")
-            hit = hit.select("i", "ts", **texts)
+            return none
+        todo = df.select("i", "l", "ts")
+        layouts = self._layouts
+        out = []
+        k = 0
+        while todo.height:
+            if k == len(layouts):
+                if len(layouts) >= MAX_LAYOUTS or self._learned >= 4 * MAX_LAYOUTS:
+                    break
+                self._learned += 1
+                got = _frame_layout(todo["l"][0])
+                if got is None:
+                    break
+                layouts.append(got)
+            regex, slots, kind = layouts[k]
+            k += 1
+            todo = todo.with_columns(_hit=pl.col("l").str.contains(regex))
+            hit = todo.filter(pl.col("_hit"))
+            if not hit.height:      # a layout learned from another chunk's lines
+                continue
+            todo = todo.filter(~pl.col("_hit")).drop("_hit")
+            hit = hit.select("i", "ts", _p=pl.col("l").str.split(", "))     # split once (an eager select does not share it)
+            parts = pl.col("_p")
             values = {}
-            ok = pl.lit(True)
             for col in FIELDS:
-                if f"_v_{col}" not in texts:
+                got = slots.get(col)
+                if got is None:
                     values[col] = pl.lit(None, dtype=pl.Float64)
                     continue
-                v = pl.col(f"_v_{col}")
-                is_bool = v.is_in(["True", "False"])
-                ok = ok & (v.str.contains(NUMBER) | is_bool)
-                values[col] = pl.when(v == "True").then(1.0).when(v == "False").then(0.0).otherwise(
-                    v.cast(pl.Float64, strict=False))
-            kind = 1 if heads[0].startswith("Decode") else 0
-            got = hit.filter(ok).select("i", "ts", *(e.alias(k) for k, e in values.items()), kind=pl.lit(kind, dtype=pl.Int8))
-            if got.height:
-                out.append(got)
-                used.append(got["i"])
+                j, width = got
+                part = parts.list.get(j)
+                # the first part holds the prefix too ('… Decode batch. #running-req: 2'): its value is after the last ': '
+                v = part.str.slice(width) if j else part.str.split(": ").list.last()
+                values[col] = v.cast(pl.Float64)
+            out.append(hit.select("i", "ts", *(e.alias(c) for c, e in values.items()), kind=pl.lit(kind, dtype=pl.Int8)))
         if not out:
-            return None, pl.Series("i", [], dtype=pl.UInt32)
-        rows = pl.concat(out).sort("i")
+            return none
+        rows = pl.concat(out).sort("i") if len(out) > 1 else out[0]
         ts = pl.col("ts")
         day = ts.str.slice(0, 10).str.to_date("%Y-%m-%d", strict=False).cast(pl.Int64) * 86400
         sec = (day + ts.str.slice(11, 2).cast(pl.Int64, strict=False) * 3600 + ts.str.slice(14, 2).cast(pl.Int64, strict=False) * 60
                ).cast(pl.Float64) + ts.str.slice(17).str.replace(",", ".", literal=True).cast(pl.Float64, strict=False).fill_null(0.0)
         rows = rows.with_columns(line=(pl.col("i").cast(pl.Int64) + start), ts=sec)
-        return rows.select(*COLUMNS), pl.concat(used)
+        return rows.select(*COLUMNS), rows["i"]
 
     def _slow_chunk(self, df, start: int) -> None:
         """This chunk line by line (the cleaner is plain, so only its per-line clean-up applies)."""
@@ -934,6 +919,41 @@ def _small_layout(msg: str):
         else:
             pieces.append(re.escape(head) + "[^,:]*")      # a value no column takes (cuda graph: True)
     return re.compile(", ".join(pieces)).fullmatch, tuple(slots), 1 if heads[0].startswith("Decode") else 0
+
+
+def _frame_layout(line: str):
+    """(a regex that a whole batch line in this line's layout matches, {column: (part, characters
+    before its value)}, kind), for the fast reader's chunks: the layout _small_layout reads, the
+    line split at ', ' (the prefix holds no ', ')."""
+    m = _PREFIX_RE.match(line)
+    if m is None:
+        return None
+    parts = line[m.end():].split(", ")
+    if len(parts) >= 4 * MAX_PARTS:
+        return None
+    got = _layout(parts)
+    if got is None:
+        return None
+    heads, keys = got
+    slots, slot_at = {}, {}
+    for col, wanted in FIELDS.items():
+        j = next((keys[k] for k in wanted if k in keys), None)
+        if j is not None:
+            slots[col] = (j, len(heads[j]))
+            slot_at[j] = col
+    pieces = []
+    for j, head in enumerate(heads):
+        if not head.endswith(": "):
+            pieces.append(re.escape(head))
+        elif j in slot_at:      # a number (True or False there is rare: the parser reads that line)
+            pieces.append(re.escape(head) + _NUMBER)
+        else:
+            pieces.append(re.escape(head) + "[^,:]*")
+    regex = PREFIX + ", ".join(pieces) + "$"
+    import polars as pl
+    if not pl.Series([line]).str.contains(regex)[0]:
+        return None
+    return regex, slots, 1 if heads[0].startswith("Decode") else 0
 
 
 def _add_rows(series, rows: list) -> None:
