@@ -166,31 +166,45 @@ class _Memo:
 # -- the multi-pattern pass -------------------------------------------------------------------
 
 class Signatures:
-    """Which lines of a chunk carry a failure signature: the parser's failure words and phrases."""
+    """Which lines of a chunk carry a failure signature (the parser's failure words and phrases),
+    and which of the words the cleaner acts on (DIRTY_WORDS) the chunk holds: one pass."""
 
     def __init__(self) -> None:
         self.patterns = FAILURE_PHRASES + [_escape(w) for w in FAILURE_WORDS]
         self.engine = "polars"
         self._db = None
+        self._words: dict[int, str] = {}     # Hyperscan ids of the cleaner's words
         rest = self.patterns
         try:
             import hyperscan
         except Exception:  # not installed, or no build for this machine
             hyperscan = None
         if hyperscan is not None:
-            ok, db = _hs_database(hyperscan, self.patterns)
+            words = [_hs_literal(w) for w in DIRTY_WORDS]
+            ok, db = _hs_database(hyperscan, self.patterns + words)
             if ok:
                 self._db, self.engine = db, "hyperscan"
                 rest = [p for p in self.patterns if p not in ok]   # refused (or matching the empty string)
+                self._words = {i: DIRTY_WORDS[words.index(p)] for i, p in enumerate(ok) if p in words}
         self._alternation = "|".join(f"(?:{p})" for p in rest) if rest else None
 
-    def rows(self, chunk: bytes, lines) -> "object":
-        """A boolean polars Series over the chunk's lines: True where a signature is."""
+    def scan(self, chunk: bytes, lines) -> tuple["object", list[str]]:
+        """(a boolean polars Series over the chunk's lines, True where a signature is; the cleaner's
+        words the chunk holds)."""
         import polars as pl
         out = None
+        found: set[str] = set()
         if self._db is not None:
             ends: list[int] = []
-            self._db.scan(chunk, match_event_handler=lambda _id, _f, to, _fl, _c: ends.append(to))
+            words = self._words
+
+            def hit(i, _f, to, _fl, _c):
+                if i in words:
+                    found.add(words[i])
+                else:
+                    ends.append(to)
+
+            self._db.scan(chunk, match_event_handler=hit)
             rows: list[int] = []
             if ends:
                 ends.sort()
@@ -201,13 +215,25 @@ class Signatures:
                     pos = at
                     if not rows or rows[-1] != row:
                         rows.append(row)
-            out = pl.Series([False] * len(lines), dtype=pl.Boolean)
+            out = pl.repeat(False, len(lines), dtype=pl.Boolean, eager=True)
             if rows:
                 out = out.scatter([r for r in rows if r < len(lines)], True)
         if self._alternation is not None:
             more = lines.str.contains(self._alternation)
             out = more if out is None else (out | more)
-        return out
+        # words Hyperscan did not take are looked for in the bytes
+        taken = set(self._words.values())
+        found.update(w for w in DIRTY_WORDS if w not in taken and w.encode() in chunk)
+        return out, [w for w in DIRTY_WORDS if w in found]
+
+    def rows(self, chunk: bytes, lines) -> "object":
+        """A boolean polars Series over the chunk's lines: True where a signature is."""
+        return self.scan(chunk, lines)[0]
+
+
+def _hs_literal(word: str) -> str:
+    """A literal as a Hyperscan pattern (bytes outside printable ASCII as \\xNN)."""
+    return "".join(f"\\x{ord(ch):02x}" if not (32 < ord(ch) < 127) or not ch.isalnum() else ch for ch in word)
 
 
 def _hs_database(hyperscan, patterns: list[str]):
@@ -614,12 +640,14 @@ class FastReader:
         if not n:
             return stopped
         self.lines += n
-        flagged = self.signatures.rows(data, lines) if self.signatures is not None else pl.Series([False] * n)
+        # the words the cleaner acts on are looked for per line only in a chunk that holds one (found
+        # in the same pass over the bytes as the signatures)
+        if self.signatures is not None:
+            flagged, words = self.signatures.scan(data, lines)
+        else:
+            flagged, words = pl.repeat(False, n, dtype=pl.Boolean, eager=True), [w for w in DIRTY_WORDS if w.encode() in data]
         if len(flagged) != n:
             flagged = flagged.slice(0, n)
-        # the words the cleaner acts on, looked for per line only in a chunk that holds one (a
-        # search of the raw bytes costs a fraction of a per-line search)
-        words = [w for w in DIRTY_WORDS if w.encode() in data]
         at = 0
         while at < n:
             # the input's first lines in a short block: the skeletons learned there apply to the rest
