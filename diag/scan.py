@@ -78,6 +78,7 @@ FIELDS = {
     "mamba_usage": ("mamba usage",), "accept_len": ("accept len",),
 }
 MAX_PARTS = 16
+FEW_GAPS = 16             # a block with fewer lines fed reduces its gaps one by one
 FIRST_BLOCK = 2048         # the input's first block (the memo of line classes learns there)
 BLOCK_ROWS = 65536          # lines classified at a time (short lines: a chunk is cut in blocks, memory stays flat)
 
@@ -713,8 +714,8 @@ class FastReader:
         keys = cand.select("i", key=c.str.replace(PREFIX, "").str.replace_all(MASK, "#"))
         known = self._memo.known
         if known and keys.height:
-            last = df.filter(pl.col("cls") != 3)["i"].tail(1)
-            hit = pl.col("key").is_in(pl.Series(list(known), dtype=pl.String).implode()) & ~pl.col("i").is_in(last.implode())
+            last = df.select(pl.col("i").filter(pl.col("cls") != 3).last()).item()
+            hit = pl.col("key").is_in(pl.Series(list(known), dtype=pl.String).implode()) & (pl.col("i") != last)
             rows = keys.filter(hit)["i"]
             if rows.len():
                 df = df.with_columns(cls=pl.when(pl.col("i").is_in(rows.implode())).then(4).otherwise(pl.col("cls")))
@@ -804,19 +805,35 @@ class FastReader:
         df = df.with_columns(_kind=kinds).with_columns(seg=kept.cast(pl.UInt32).cum_sum() - kept.cast(pl.UInt32),
                                                        kind_before=pl.col("_kind").forward_fill().shift(1))
         carry = self._carry_kind
-        fed = df.filter(kept).select("i", "l", "kind_before", "long", "sig", "batch", "http")
-        acc = df.filter(~kept)
+        fed = df.select("i", "l", "kind_before", "long", "sig", "batch", "http", "cls").filter(kept).drop("cls")
+        acc = df.select("i", "l", "cls", "ts", "rank", "seg").filter(~kept)
         gaps = {}
-        if acc.height:
-            g = acc.group_by("seg", maintain_order=True).agg(
-                n=pl.len(), content=(pl.col("cls") != 3).sum(), closes=((pl.col("cls") == 1) | (pl.col("cls") == 3)).any(),
-                blank=(pl.col("cls") == 3).any(),
-                prefixed=pl.col("ts").is_not_null().sum(), first_ts=pl.col("ts").drop_nulls().first(),
-                last_ts=pl.col("ts").drop_nulls().last(), ranks=pl.col("rank").filter(pl.col("rank") != "").unique(),
-                http=(pl.col("cls") == 2).sum(), http_last=pl.col("i").filter(pl.col("cls") == 2).max(),
-                first=pl.col("i").first(), memo=(pl.col("cls") == 4).any(),
-                batch_first=pl.col("i").filter(pl.col("cls") == 1).first(),
-            )
+        aggs = dict(
+            n=pl.len(), content=(pl.col("cls") != 3).sum(), closes=((pl.col("cls") == 1) | (pl.col("cls") == 3)).any(),
+            blank=(pl.col("cls") == 3).any(),
+            prefixed=pl.col("ts").is_not_null().sum(), first_ts=pl.col("ts").drop_nulls().first(),
+            last_ts=pl.col("ts").drop_nulls().last(), ranks=pl.col("rank").filter(pl.col("rank") != "").unique(),
+            http=(pl.col("cls") == 2).sum(), http_last=pl.col("i").filter(pl.col("cls") == 2).max(),
+            first=pl.col("i").first(), memo=(pl.col("cls") == 4).any(),
+            batch_first=pl.col("i").filter(pl.col("cls") == 1).first(),
+        )
+        if acc.height and fed.height < FEW_GAPS:
+            # few lines fed (the memo of line classes leaves most blocks with none): each gap is a
+            # run of rows, reduced on its own (a group_by and a window over the block cost more)
+            one = {**aggs, "ranks": aggs["ranks"].implode()}     # one row per gap (unique() alone is a column)
+            cuts = [-1] + fed["i"].to_list() + [df.height]
+            pos = 0                           # gaps are runs of acc's rows too, in order
+            for seg in range(len(cuts) - 1):
+                count = cuts[seg + 1] - cuts[seg] - 1
+                if count <= 0:
+                    continue
+                part = acc.slice(pos, count)
+                pos += count
+                row = part.select(**one).row(0, named=True)
+                tail = part.slice(max(0, count - CONTEXT))
+                gaps[seg] = (row, [(start + i, t) for i, t in zip(tail["i"].to_list(), tail["l"].to_list())])
+        elif acc.height:
+            g = acc.group_by("seg", maintain_order=True).agg(**aggs)
             recent = acc.filter(pl.int_range(pl.len()).reverse().over("seg") < CONTEXT).select("seg", "i", "l")
             near: dict[int, list] = {}
             for s, i, t in recent.iter_rows():
@@ -905,7 +922,7 @@ class FastReader:
         n = df.height
         tail = df.slice(max(0, n - TAIL))
         self._tail.extend((start + i, t, c != 0) for i, t, c in zip(tail["i"], tail["l"], tail["cls"]))
-        content = df.filter(pl.col("cls") != 3).select("i", "l", "cls").tail(1)
+        content = df.select("i", "l", "cls").filter(pl.col("cls") != 3).tail(1)
         if content.height:
             i, t, c = content.row(0)
             if c != 0 or t.strip():
