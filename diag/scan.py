@@ -316,6 +316,7 @@ class FastReader:
         self._memo = _Memo()
         self._layouts: list = []          # batch-line layouts learned (_frame_layout), for every chunk
         self._learned = 0
+        self._ranked_for = None
         self._progress = _Progress(opened) if (progress if progress is not None else _tty()) else None
 
     # the line-by-line reader, for everything the fast one does not take
@@ -665,10 +666,13 @@ class FastReader:
         dirty = c.str.contains(EMBEDDED) | long
         if words:
             dirty = c.str.contains_any(words) | dirty
+        rank = self.parser.batch_rank
+        if rank is not None and self._layouts:
+            self._block_known(df, dirty, long, start, rank)
+            return
         df = df.with_columns(
             batch=c.str.contains(BATCH), http=c.str.contains(HTTP_OK), blank=c.str.contains(BLANK), dirty=dirty,
             long=long)
-        rank = self.parser.batch_rank
         if rank is None:
             firsts = df.filter(pl.col("batch"))
             if firsts.height:
@@ -680,21 +684,55 @@ class FastReader:
                     self._slow_chunk(df, start)
                     return
                 rank = (firsts["l"].str.extract(PREFIX, 2)[0] or "").strip()
-        prefix = pl.col("_prefix")     # one pass of PREFIX for both groups
-        df = df.with_columns(_prefix=c.str.extract_groups(PREFIX)).with_columns(
-            rank=prefix.struct.field("2").str.strip_chars(" "), ts=prefix.struct.field("1")).drop("_prefix")
+        df = _prefixed(df)
         clean = ~pl.col("dirty") & ~pl.col("sig")
         mine = pl.col("batch") & (pl.col("rank").fill_null("") == (rank or "")) if rank is not None else pl.lit(False)
         df = df.with_columns(mine=mine)
         rows, good = self._rows(df.filter(pl.col("mine") & clean), start)
-        # class: 0 fed to the parser, 1 batch, 2 access line, 3 blank
-        cls = (pl.when(~clean).then(0)
-               .when(pl.col("batch") & (~pl.col("mine") | pl.col("i").is_in(good.implode()))).then(1)
-               .when(pl.col("batch")).then(0)
-               .when(pl.col("http")).then(2)
-               .when(pl.col("blank")).then(3)
-               .otherwise(0))
-        df = df.with_columns(cls=cls)
+        df = df.with_columns(cls=_classes(good))
+        self._finish_block(df, rows, start, rank)
+
+    def _block_known(self, df, dirty, long, start: int, rank: str) -> None:
+        """A block once the kept rank and its layouts are known: the batch lines those layouts take
+        whole (three lines in four of a serving log) are found first, their timestamps sliced from
+        the prefix; only the other lines are classified and their prefixes read."""
+        import polars as pl
+        c = pl.col("l")
+        regexes = self._ranked(rank)
+        which = pl.lit(None, dtype=pl.Int8)
+        for k in range(len(regexes) - 1, -1, -1):
+            which = pl.when(c.str.contains(regexes[k])).then(pl.lit(k, dtype=pl.Int8)).otherwise(which)
+        df = df.with_columns(dirty=dirty, long=long, _k=which)
+        good = pl.col("_k").is_not_null() & ~pl.col("dirty") & ~pl.col("sig")
+        df = df.with_columns(_good=good)
+        hit = df.filter(pl.col("_good"))
+        rest = df.filter(~pl.col("_good")).drop("_good", "_k")
+        width = 1 + len(rank) + 1 if rank else 1      # ' TP0' and ']' after the timestamp
+        hit = hit.with_columns(ts=c.str.slice(1, c.str.find("]", literal=True) - width))
+        out = []
+        for k, (_, slots, kind, _) in enumerate(self._layouts):
+            part = hit.filter(pl.col("_k") == k)
+            if part.height:
+                out.append(_values(part, slots, kind))
+        # the other lines as in _block (a batch line of the kept rank in a new layout is learned there)
+        c = pl.col("l")
+        rest = _prefixed(rest.with_columns(batch=c.str.contains(BATCH), http=c.str.contains(HTTP_OK),
+                                           blank=c.str.contains(BLANK)))
+        clean = ~pl.col("dirty") & ~pl.col("sig")
+        rest = rest.with_columns(mine=pl.col("batch") & (pl.col("rank").fill_null("") == rank))
+        more, good = self._rows(rest.filter(pl.col("mine") & clean), start)
+        rest = rest.with_columns(cls=_classes(good))
+        hit = hit.select("i", "l", "sig", "dirty", "long", "ts", batch=pl.lit(True), http=pl.lit(False), blank=pl.lit(False),
+                         rank=pl.lit(rank, dtype=pl.String), mine=pl.lit(True), cls=pl.lit(1, dtype=pl.Int32))
+        df = pl.concat([hit, rest.select(hit.columns)]).sort("i")
+        rows = _seconds(pl.concat(out), start) if out else None
+        if more is not None:
+            rows = more if rows is None else pl.concat([rows, more]).sort("i")
+        elif rows is not None and len(out) > 1:
+            rows = rows.sort("i")
+        self._finish_block(df, rows, start, rank)
+
+    def _finish_block(self, df, rows, start: int, rank) -> None:
         df, learn = self._memo_classes(df)
         if rows is not None and rows.height:
             self.parser.batches.add_frame(rows)
@@ -728,7 +766,6 @@ class FastReader:
         each, built by _small_layout from a line: a line it takes is read the same by the parser);
         lines no layout takes go to the parser instead."""
         import polars as pl
-        from .parse.batches import COLUMNS
         none = (None, pl.Series("i", [], dtype=pl.UInt32))
         if not df.height:
             return none
@@ -745,36 +782,28 @@ class FastReader:
                 if got is None:
                     break
                 layouts.append(got)
-            regex, slots, kind = layouts[k]
+            regex, slots, kind, _ = layouts[k]
             k += 1
             todo = todo.with_columns(_hit=pl.col("l").str.contains(regex))
             hit = todo.filter(pl.col("_hit"))
             if not hit.height:      # a layout learned from another chunk's lines
                 continue
             todo = todo.filter(~pl.col("_hit")).drop("_hit")
-            hit = hit.select("i", "ts", _p=pl.col("l").str.split(", "))     # split once (an eager select does not share it)
-            parts = pl.col("_p")
-            values = {}
-            for col in FIELDS:
-                got = slots.get(col)
-                if got is None:
-                    values[col] = pl.lit(None, dtype=pl.Float64)
-                    continue
-                j, width = got
-                part = parts.list.get(j)
-                # the first part holds the prefix too ('… Decode batch. #running-req: 2'): its value is after the last ': '
-                v = part.str.slice(width) if j else part.str.split(": ").list.last()
-                values[col] = v.cast(pl.Float64)
-            out.append(hit.select("i", "ts", *(e.alias(c) for c, e in values.items()), kind=pl.lit(kind, dtype=pl.Int8)))
+            out.append(_values(hit, slots, kind))
         if not out:
             return none
-        rows = pl.concat(out).sort("i") if len(out) > 1 else out[0]
-        ts = pl.col("ts")
-        day = ts.str.slice(0, 10).str.to_date("%Y-%m-%d", strict=False).cast(pl.Int64) * 86400
-        sec = (day + ts.str.slice(11, 2).cast(pl.Int64, strict=False) * 3600 + ts.str.slice(14, 2).cast(pl.Int64, strict=False) * 60
-               ).cast(pl.Float64) + ts.str.slice(17).str.replace(",", ".", literal=True).cast(pl.Float64, strict=False).fill_null(0.0)
-        rows = rows.with_columns(line=(pl.col("i").cast(pl.Int64) + start), ts=sec)
-        return rows.select(*COLUMNS), rows["i"]
+        rows = _seconds(pl.concat(out).sort("i") if len(out) > 1 else out[0], start)
+        return rows, rows["i"]
+
+    def _ranked(self, rank: str):
+        """The layouts learned so far as regexes of the kept rank's lines (the prefix's ranks spelled
+        out: a line one of them takes is a batch line of that rank in that layout)."""
+        got = self._ranked_for
+        if got is None or got[0] != (rank, len(self._layouts)):
+            ranks = re.escape(" " + rank) if rank else ""
+            head = r"^\[" + TS + ranks + r"\]" + _SP + "?"
+            got = self._ranked_for = ((rank, len(self._layouts)), [head + body for _, _, _, body in self._layouts])
+        return got[1]
 
     def _slow_chunk(self, df, start: int) -> None:
         """This chunk line by line (the cleaner is plain, so only its per-line clean-up applies)."""
@@ -994,11 +1023,64 @@ def _frame_layout(line: str):
             pieces.append(re.escape(head) + _NUMBER)
         else:
             pieces.append(re.escape(head) + "[^,:]*")
-    regex = PREFIX + ", ".join(pieces) + "$"
+    body = ", ".join(pieces) + "$"
+    regex = PREFIX + body
     import polars as pl
     if not pl.Series([line]).str.contains(regex)[0]:
         return None
-    return regex, slots, 1 if heads[0].startswith("Decode") else 0
+    return regex, slots, 1 if heads[0].startswith("Decode") else 0, body
+
+
+def _prefixed(df):
+    """The timestamp and the ranks (stripped) of each line with a PREFIX, in one pass of it."""
+    import polars as pl
+    prefix = pl.col("_prefix")
+    return df.with_columns(_prefix=pl.col("l").str.extract_groups(PREFIX)).with_columns(
+        rank=prefix.struct.field("2").str.strip_chars(" "), ts=prefix.struct.field("1")).drop("_prefix")
+
+
+def _classes(good):
+    """Each line's class: 0 fed to the parser, 1 batch, 2 access line, 3 blank (4: _memo_classes).
+    `good`: the rows whose batch statistics were read (_rows)."""
+    import polars as pl
+    clean = ~pl.col("dirty") & ~pl.col("sig")
+    return (pl.when(~clean).then(0)
+            .when(pl.col("batch") & (~pl.col("mine") | pl.col("i").is_in(good.implode()))).then(1)
+            .when(pl.col("batch")).then(0)
+            .when(pl.col("http")).then(2)
+            .when(pl.col("blank")).then(3)
+            .otherwise(0))
+
+
+def _values(hit, slots: dict, kind: int):
+    """The series of batch lines in one layout (rows i, ts, l): their values split at ', ' once."""
+    import polars as pl
+    hit = hit.select("i", "ts", _p=pl.col("l").str.split(", "))     # split once (an eager select does not share it)
+    parts = pl.col("_p")
+    values = {}
+    for col in FIELDS:
+        got = slots.get(col)
+        if got is None:
+            values[col] = pl.lit(None, dtype=pl.Float64)
+            continue
+        j, width = got
+        part = parts.list.get(j)
+        # the first part holds the prefix too ('… Decode batch. #running-req: 2'): its value is after the last ': '
+        v = part.str.slice(width) if j else part.str.split(": ").list.last()
+        values[col] = v.cast(pl.Float64)
+    return hit.select("i", "ts", *(e.alias(c) for c, e in values.items()), kind=pl.lit(kind, dtype=pl.Int8))
+
+
+def _seconds(rows, start: int):
+    """Rows of _values as COLUMNS: line numbers, and seconds as batches.ts_seconds computes them."""
+    import polars as pl
+    from .parse.batches import COLUMNS
+    ts = pl.col("ts")
+    day = ts.str.slice(0, 10).str.to_date("%Y-%m-%d", strict=False).cast(pl.Int64) * 86400
+    sec = (day + ts.str.slice(11, 2).cast(pl.Int64, strict=False) * 3600 + ts.str.slice(14, 2).cast(pl.Int64, strict=False) * 60
+           ).cast(pl.Float64) + ts.str.slice(17).str.replace(",", ".", literal=True).cast(pl.Float64, strict=False).fill_null(0.0)
+    rows = rows.with_columns(line=(pl.col("i").cast(pl.Int64) + start), ts=sec)
+    return rows.select("i", *COLUMNS)
 
 
 def _add_rows(series, rows: list) -> None:
