@@ -11,6 +11,9 @@ carries a failure signature (every rule's line pattern and the parser's failure 
   and blank lines are counted; the parser is told about them with `LogParser.skip(Gap)`, which
   leaves its state as feeding them would have (counts, prefix facts, the lines kept around
   events, an exception message closed by a batch or blank line);
+- a prefixed line of a skeleton the parser was seen to read as a plain line (the memo of line
+  classes, `_Memo`: the message with number words masked) is accounted for like an access line
+  while the parser is between records;
 - every other line, and any line of those classes that carries a failure signature, is cleaned
   (diag.clean) and fed to the parser line by line, exactly as the line-by-line reader does.
 
