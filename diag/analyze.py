@@ -105,6 +105,11 @@ class _LineSink:
         elif _smi_marker(text):
             self.capture, self.capture_start = [text], lineno
 
+    @property
+    def capturing(self) -> bool:
+        """Inside an nvidia-smi output: every line is kept (the fast reader's memo stands aside)."""
+        return bool(self.capture)
+
     def finish(self) -> None:
         if self.capture:
             _embedded_smi(self.capture, self.capture_start, self.smi_found)

@@ -114,13 +114,20 @@ class _Decompressing(io.RawIOBase):
         return data
 
     def readinto(self, b) -> int:
-        want = len(b)
+        out = self.read(len(b))
+        b[: len(out)] = out
+        return len(out)
+
+    def read(self, size: int = -1) -> bytes:
+        # bytes as they come (RawIOBase.read would copy them through a buffer once more)
+        if size is None or size < 0:
+            return self.readall()
+        want = max(size, 1)
         while not self._done:
             out = self._step(want)
             if out:
-                b[: len(out)] = out
-                return len(out)
-        return 0
+                return out
+        return b""
 
     def _step(self, want: int) -> bytes:
         d = self._d
@@ -159,14 +166,19 @@ class _Peek(io.RawIOBase):
         return True
 
     def readinto(self, b) -> int:
-        if self._at < len(self._head):     # an offset, not a slice: replaying many MiB stays linear
-            n = min(len(b), len(self._head) - self._at)
-            b[:n] = self._head[self._at:self._at + n]
-            self._at += n
-            return n
-        data = self._rest.read(len(b))
+        data = self.read(len(b))
         b[: len(data)] = data
         return len(data)
+
+    def read(self, size: int = -1) -> bytes:
+        if size is None or size < 0:
+            return self.readall()
+        if self._at < len(self._head):     # an offset, not a slice: replaying many MiB stays linear
+            n = min(size, len(self._head) - self._at)
+            data = bytes(self._head[self._at:self._at + n])
+            self._at += n
+            return data
+        return self._rest.read(size)
 
 
 class _Upto(io.RawIOBase):
@@ -179,12 +191,18 @@ class _Upto(io.RawIOBase):
         return True
 
     def readinto(self, b) -> int:
-        if self._left <= 0:
-            return 0
-        data = self._raw.read(min(len(b), self._left))
+        data = self.read(len(b))
         b[: len(data)] = data
-        self._left -= len(data)
         return len(data)
+
+    def read(self, size: int = -1) -> bytes:
+        if self._left <= 0:
+            return b""
+        if size is None or size < 0:
+            return self.readall()
+        data = self._raw.read(min(size, self._left))
+        self._left -= len(data)
+        return data
 
     def close(self) -> None:
         self._raw.close()
@@ -203,6 +221,14 @@ class _Guarded(io.RawIOBase):
         return True
 
     def readinto(self, b) -> int:
+        data = self.read(len(b))
+        b[: len(data)] = data
+        return len(data)
+
+    def read(self, size: int = -1) -> bytes:
+        """At most `size` bytes (the bytes as the source gave them: no copy through a buffer)."""
+        if size is None or size < 0:
+            return self.readall()
         left = self._opened.limits.max_bytes - self.count
         if left <= 0:
             if not self.capped:
@@ -210,19 +236,18 @@ class _Guarded(io.RawIOBase):
                 self._opened.notes.append(
                     f"stopped reading at the cap of {_size(self._opened.limits.max_bytes)} of text (--max-bytes); "
                     "the diagnosis is on what was read")
-            return 0
+            return b""
         try:
-            data = self._src.read(min(len(b), left))
+            data = self._src.read(min(size, left))
         except self._errors as exc:
             what = f"{self._opened.packed} data" if self._opened.packed else "the input"
             self._opened.notes.append(f"{what} is corrupt after {_size(self.count)} ({_reason(exc)}); "
                                       "the diagnosis is on what was read")
-            return 0
+            return b""
         if not data:
-            return 0
-        b[: len(data)] = data
+            return b""
         self.count += len(data)
-        return len(data)
+        return data
 
 
 def _size(n: int) -> str:

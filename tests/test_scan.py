@@ -174,3 +174,56 @@ def test_a_line_without_end_stays_flat_and_both_readers_agree(tmp_path):
     assert fast == slow
     assert any("longer than 256 KiB were cut" in n for n in fast["inputs"][0]["notes"])
     assert fast["findings"] and fast["findings"][0]["category"].startswith("oom.")
+
+
+def _plain_lines_log() -> str:
+    """A serving log whose other lines repeat a few skeletons (a request id, a count): the memo of
+    line classes (scan._Memo) learns them, and meets them again inside records that are still open
+    (a traceback whose exception line has not come), after an exception whose message may go on,
+    as the input's last content line, and as repeated milestones (which it must never learn)."""
+    out = list(SERVING)
+    for i in range(6000):
+        ts = f"2026-05-14 {10 + i // 3600}:{i // 60 % 60:02d}:{i % 60:02d}"
+        r = i % 5
+        if r == 0:
+            out.append(f"[{ts} TP0] Cache flushed successfully! request id {(i * 7919) ** 3:x}")
+        elif r == 1:
+            out.append(f"[{ts} TP1] Receive: obj=GenerateReqInput(rid='{i:08x}', text_len={i % 97})")
+        elif r == 2:
+            out.append(f"[{ts} TP0] Decode batch, #running-req: {i % 7}, #token: {i}, token usage: 0.{i % 10}0, "
+                       f"cuda graph: True, gen throughput (token/s): {i}.5, #queue-req: {i % 3}")
+        elif r == 3:
+            out.append(f'[{ts}] INFO:     10.0.0.1:5000 - "POST /generate HTTP/1.1" 200 OK')
+        else:
+            out.append(f"[{ts} TP0] Load weight begin. avail mem={70 + i % 9}.31 GB" if i % 500 == 4 else "")
+        if i in (1500, 4500):
+            out += ["Traceback (most recent call last):", '  File "/sglang/srt/managers/scheduler.py", line 2790, in run',
+                    f"[{ts} TP0] Cache flushed successfully! request id 5f3e", "    self.run_batch()",
+                    "RuntimeError: the scheduler's step failed", f"[{ts} TP1] Receive: obj=GenerateReqInput(rid='1234abcd', text_len=3)"]
+    out.append("[2026-05-14 11:00:00 TP0] Cache flushed successfully! request id 77aa")
+    return "\n".join(out) + "\n\n\n"
+
+
+def test_lines_of_a_known_skeleton_are_accounted_for_as_fed(tmp_path):
+    from diag.parse.sglang import LogParser
+    path = tmp_path / "plain.log"
+    path.write_text(_plain_lines_log())
+    fed = []
+    feed = LogParser.feed
+
+    def counting(self, lineno, text):
+        fed.append(lineno)
+        return feed(self, lineno, text)
+
+    LogParser.feed = counting
+    try:
+        slow = report(path, fast=False)
+        n_slow = len(fed)
+        fed.clear()
+        for reader in (True, "small"):
+            assert report(path, fast=reader) == slow, reader
+            assert len(fed) < n_slow // 4, "the memo accounts for most of the plain lines"
+            fed.clear()
+    finally:
+        LogParser.feed = feed
+    assert any(e["line"] for f in slow["findings"] for e in f["evidence"])

@@ -407,6 +407,15 @@ class LogParser:
         return self._exc is not None or self._tb is not None
 
     @property
+    def between_records(self) -> bool:
+        """No record is open that the next line could continue or end (a traceback, an exception's
+        message, a launch command, a usage block, a py-spy or faulthandler dump, a frame whose code
+        follows): a line is then read on its own. The fast reader's memo of line classes
+        (diag/scan.py, `_Memo`) learns and applies only in this state."""
+        return (self._exc is None and self._tb is None and self._launch is None and self._usage is None
+                and self._pyspy is None and self._fault is None and self._frame_head is None)
+
+    @property
     def batch_rank(self) -> str | None:
         """The rank whose batch lines are kept ('' for lines without one; None before the first)."""
         return self._batch_rank

@@ -55,11 +55,11 @@ def leaked(text: str) -> list[str]:
     return [k for k, v in SECRETS.items() if v in text]
 
 
-def heavy_gz(lines: int = 200_000) -> bytes:
-    """A small upload that takes over a second to analyse: one batch line many times, gzipped."""
-    line = ("[2026-05-14 09:20:00 TP0] Decode batch, #running-req: 17, #token: 51234, token usage: 0.42, cuda graph: "
-            "True, gen throughput (token/s): 1234.56, #queue-req: 3\n")
-    return gzip.compress((line * lines).encode(), compresslevel=6)
+def heavy_gz(lines: int = 40_000) -> bytes:
+    """A small upload (~100 KB) that takes over a second to analyse: error lines, each one an event
+    the parser must read (batch lines no longer do: the fast reader takes 200k of them in ~0.3 s)."""
+    text = "".join(f"RuntimeError: NCCL error: unhandled system error (#{i})\n" for i in range(lines))
+    return gzip.compress(text.encode(), compresslevel=6)
 
 
 def sign(body: bytes, timestamp: int | None = None, secret: str = SIGNING_SECRET) -> dict:
