@@ -20,7 +20,7 @@ import pytest
 from diag.analyze import analyze
 
 DATA = Path(__file__).parent / "data"
-CASES = sorted(p for sub in ("sglang", "extra", "extra2", "blind", "holdout", "fresh", "fresh3", "fresh4") for p in (DATA / sub).glob("*.log"))
+CASES = sorted(p for sub in ("sglang", "extra", "extra2", "blind", "holdout", "fresh", "fresh3", "fresh4", "fresh5") for p in (DATA / sub).glob("*.log"))
 
 # case -> why the category differs from the label
 CATEGORY_GAPS = {
@@ -48,6 +48,9 @@ CATEGORY_GAPS = {
     "f18-hicache-ratio-host-pool-1p4tb-small-model": "the hierarchical cache's host pool sized from --hicache-ratio for a small model is told in prose, not in an error line",
     # fresh4: 22 logs gathered in the next session, first look in tests/data/fresh4/FIRST_LOOK.md
     "d02-ktransformers-dsv4-flash-oom-missing-kt-weight-path": "a traceback cut inside the model runner's init is not read as an OOM of KTransformers' experts kept on the GPU; the missing --kt-weight-path is only in the thread",
+    # fresh5: 15 logs, first look in tests/data/fresh5/FIRST_LOOK.md
+    "c02-gb10-two-node-messagequeue-wrong-nic-hang": "the one line is a normal warning (custom all-reduce off across nodes); the hang on the wrong NIC is only in the thread",
+    "d01-rocm-no-aiter-build-quark-import-at-startup": "the paste stops inside argument handling before the aiter import error; that the build lacks aiter is only in the thread",
 }
 # case -> the labelled fix flags diag does not suggest, and why
 FIX_GAPS = {
@@ -68,6 +71,8 @@ FIX_GAPS = {
     "f11-uccl-ep-deepep-empty-dp-rank-deadlock-watchdog": "a watchdog timeout with an empty DP rank under DeepEP is not tied to --deepep-mode",
     "f13-qwen3-8b-bf16-on-16gb-needs-fp8": "diag raises the fraction and offers an FP8 checkpoint; the label's whole working set (online --quantization fp8, fewer requests and tokens, no graphs) is not offered together",
     "f20-pd-decode-hicache-vs-forced-disable-radix-cache": "the refusal names the hierarchical cache and the disabled radix cache; that a PD decode server disables the radix cache itself, which --disaggregation-decode-enable-radix-cache undoes, is only in the thread",
+    "c03-pd-hetero-tp-swa-gptoss-nixl-transfer-error": "a KV transfer error between prefill and decode servers of different TP sizes is not tied to the sliding-window model's need for equal --tp-size",
+    "d02-glm52-nvfp4-sm120-shared-experts-fusion-size-mismatch": "a weight size mismatch while loading is not tied to the shared-experts fusion (--disable-shared-experts-fusion is only in the thread)",
     "c01-b300-sm103-fa4-vision-arch-assert": "the two-line paste does not show that the failing FA4 kernel is the vision tower's, so --mm-attention-backend is not offered",
     "d02-ktransformers-dsv4-flash-oom-missing-kt-weight-path": "a traceback cut inside the model runner's init is not read as an OOM of KTransformers' experts kept on the GPU; the missing --kt-weight-path is only in the thread",
 } | {k: v for k, v in CATEGORY_GAPS.items() if k in (
