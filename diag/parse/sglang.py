@@ -895,6 +895,15 @@ class LogParser:
             if better is not None and better.id not in (ev.data.get("nested") or ()) and \
                     (ev.msg is None or better.score > ev.msg.score):
                 ev.msg = better
+        if ev.msg is None and self._catalog is not None:
+            # an exception whose message stops after one of its sentences (the rest of SGLang's text, or
+            # the lines after it, not pasted): the message it is the start of
+            head = (ev.data.get("message") or "").strip().split("\n", 1)[0]
+            # (at a sentence's end only: a line that stops mid-sentence inside a log is another message)
+            if len(head) >= 40 and head.rstrip().endswith((".", "!", "?")):
+                ev.msg = self._catalog.match_cut(head[:4000])
+                if ev.msg is not None and ev.msg.partial:
+                    ev.data["cut"] = True
         oom = ev.data.get("oom_event")
         if oom is not None:  # numbers may have arrived on continuation lines
             nums = parse_oom_numbers(ev.data["message"])
