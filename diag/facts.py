@@ -998,6 +998,27 @@ def _advised(f: Facts) -> list[dict]:
     return out[:3]
 
 
+def _server_kwarg(f: Facts) -> dict | None:
+    """A ServerArgs keyword the installed SGLang does not have ('ServerArgs.__init__() got an unexpected
+    keyword argument …'): the field, the flag it belongs to in other releases, and those releases."""
+    from .flags import flag_of_dest
+    for e in f.events:
+        m = getattr(e, "msg", None)
+        if m is None or (m.name or m.id) != "python.unexpected_keyword_argument":
+            continue
+        fields = m.fields or {}
+        if not str(fields.get("callable") or "").startswith(("ServerArgs", "PortArgs")):
+            continue
+        name = str(fields.get("name") or "")
+        out = {"name": name, "event": e}
+        found = flag_of_dest(name)
+        if found:
+            flag, first, last, d = found
+            out.update(flag=flag, first=first, last=last, replaced_by=d.get("replaced_by"))
+        return out
+    return None
+
+
 def _advice_event(f: Facts):
     a = _advised(f)
     if not a:
@@ -1077,6 +1098,13 @@ FACT_PATHS: dict[str, tuple[str, object]] = {
                        lambda f: _msg_entry_text(f.failure_event, "action")),
     "advice.flags": ("switches the log's own text tells the user to add (SGLang's workaround hints): a list of "
                      "{flag, line}, at most 3", lambda f: _advised(f) or None),
+    "server_kwarg.name": ("a ServerArgs keyword the installed SGLang does not know (a caller passed it)",
+                          lambda f: (_server_kwarg(f) or {}).get("name")),
+    "server_kwarg.event": ("the line that refuses it", lambda f: (_server_kwarg(f) or {}).get("event")),
+    "server_kwarg.flag": ("the flag that field belongs to in the releases that have it", lambda f: (_server_kwarg(f) or {}).get("flag")),
+    "server_kwarg.releases": ("those releases: first–last", lambda f: (lambda k: f"{k['first']}–{k['last']}" if k and k.get("flag") else None)(_server_kwarg(f))),
+    "server_kwarg.replaced_by": ("its documented replacement, when the newest release that has it deprecates it",
+                                 lambda f: (_server_kwarg(f) or {}).get("replaced_by")),
     "advice.first": ("the first of them", lambda f: (_advised(f) or [{}])[0].get("flag")),
     "advice.line": ("the line that names it", lambda f: (_advised(f) or [{}])[0].get("line")),
     "advice.event": ("that line (quoted)", lambda f: _advice_event(f)),

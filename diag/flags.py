@@ -300,6 +300,17 @@ class Catalog:
         return None
 
 
+def flag_of_dest(dest: str) -> tuple[str, str, str, dict] | None:
+    """The flag whose ServerArgs field is `dest` in any catalog release: (flag, first release, last
+    release, its newest definition), or None."""
+    vs = catalog_versions()
+    for name, entry in _data()["flags"].items():
+        spans = [x for x in entry["defs"] if x["def"].get("dest") == dest]
+        if spans:
+            return name, vs[spans[0]["v"][0]], vs[spans[-1]["v"][1]], spans[-1]["def"]
+    return None
+
+
 def raw_definitions(name: str) -> list[dict]:
     """A flag's definitions across every catalog release (oldest first); [] for an unknown flag."""
     entry = _data()["flags"].get(name)

@@ -485,3 +485,24 @@ def test_last_line_reading():
     end = SG.last_line("[2026-01-01 00:00:00 TP0] Prefill batch, #new-seq: 1, #new-token: 12, #queue-req: 0", [])
     assert (end.cut, end.batch, end.batch_cut, end.new_tokens) == (False, True, False, 12)
     assert SG.last_line("", []) == SG.LastLine()
+
+
+def test_a_message_broken_over_two_lines_mid_sentence_is_matched_joined():
+    # the first half matches nothing and does not end a sentence; the second starts in lower case
+    p = parse("[2025-01-01 10:00:00] Load weight begin. avail mem=70.00 GB\n"
+              "TP rank 1 could finish the model loading, but there are other ranks that\n"
+              "didn't finish loading. It is likely due to unexpected failures (e.g., OOM) or a slow node.\n"
+              "[2025-01-01 10:09:00] Load weight end. type=X, dtype=torch.bfloat16, avail mem=10.00 GB\n")
+    ev = next(e for e in p.events if e.kind == "message")
+    assert ev.msg.name == "load.other_ranks_unfinished" and (ev.line, ev.end_line) == (2, 3)
+    # a line that ends its sentence is not joined with the next one
+    p = parse("[2025-01-01 10:00:00] Load weight begin. avail mem=70.00 GB\n"
+              "TP rank 1 could finish the model loading, but there are other ranks.\n"
+              "didn't finish loading\n")
+    assert not any(e.kind == "message" for e in p.events)
+
+
+def test_a_sentence_cut_before_its_full_stop_still_matches_its_message():
+    from diag.messages import Catalog
+    m = Catalog.open().match_cut("TP rank 1 could finish the model loading, but there are other ranks that didn't finish loading")
+    assert m is not None and m.name == "load.other_ranks_unfinished" and m.partial

@@ -192,7 +192,12 @@ def to_cut_regex(template: str, min_literal: int = 40) -> tuple[str, list[tuple[
                 part = part + (". " if j < len(parts) - 1 else "")
                 if not part:
                     continue
-                pieces.append(_re_literal(part.rstrip()) + (r"\s*" if part != part.rstrip() else ""))
+                body = part.rstrip()
+                if body.endswith(".") and len(body) > 1:
+                    # a sentence's full stop may be what the paste lost ('… didn't finish loading')
+                    pieces.append(_re_literal(body[:-1]) + r"\.?" + (r"\s*" if part != body else ""))
+                else:
+                    pieces.append(_re_literal(body) + (r"\s*" if part != body else ""))
                 lit += len(part) - part.count(" ")
                 if need is None and lit >= min_literal:
                     need = len(pieces)      # the pieces up to here must all match

@@ -258,6 +258,7 @@ class LogParser:
         # in `events` (a line that only names a version is no SGLang line), in line order
         self.versions: list[Event] = []
         self.advice: list[tuple[int, str]] = []   # (line, flag) the log's own text says to add
+        self._open_line = None                    # a plain line that may continue on the next one
         self.first_batch_dated: list = []     # the wordings that date the first batch line (diag.parse.wording)
 
     # -- public ------------------------------------------------------------------
@@ -599,6 +600,24 @@ class LogParser:
                 # (a JIT build starting, NCCL connected) is an event of its own
                 self._event("message", lineno, text, ts, rank, message=stripped).msg = m
                 return "event"
+        elif len(self.events) == n_events and cls == "plain":
+            return self._continued(lineno, text, ts, rank, stripped, cls)
+        return cls
+
+    def _continued(self, lineno, text, ts, rank, stripped, cls) -> str:
+        """A message printed over two lines (the paste or the terminal broke it mid-sentence): a line
+        that matches nothing and does not end a sentence, then one that starts in lower case; the
+        two joined are matched once."""
+        prev, self._open_line = self._open_line, None
+        if prev is not None and prev[0] == lineno - 1 and stripped[:1].islower() and not (ts or rank):
+            joined = prev[1] + " " + stripped
+            m = self._match(joined) or (self._catalog.match_cut(joined[:4000]) if self._catalog is not None else None)
+            if m is not None and m.event not in QUIET_EVENTS:
+                ev = self._event("message", prev[0], prev[2], prev[3], prev[4], message=prev[1] + " " + stripped)
+                ev.msg, ev.end_line = m, lineno
+                return "event"
+        if len(stripped) >= 30 and not stripped.endswith((".", "!", "?", ")", "]", "}", ":")) and stripped[:1].isalpha():
+            self._open_line = (lineno, stripped, text, ts, rank)
         return cls
 
     def _advice(self, lineno: int, stripped: str) -> None:
