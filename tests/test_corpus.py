@@ -20,7 +20,7 @@ import pytest
 from diag.analyze import analyze
 
 DATA = Path(__file__).parent / "data"
-CASES = sorted(p for sub in ("sglang", "extra", "extra2", "blind", "holdout", "fresh", "fresh3", "fresh4", "fresh5") for p in (DATA / sub).glob("*.log"))
+CASES = sorted(p for sub in ("sglang", "extra", "extra2", "blind", "holdout", "fresh", "fresh3", "fresh4", "fresh5", "fresh6") for p in (DATA / sub).glob("*.log"))
 
 # case -> why the category differs from the label
 CATEGORY_GAPS = {
@@ -50,6 +50,13 @@ CATEGORY_GAPS = {
     # fresh5: 15 logs, first look in tests/data/fresh5/FIRST_LOOK.md
     "c02-gb10-two-node-messagequeue-wrong-nic-hang": "the one line is a normal warning (custom all-reduce off across nodes); the hang on the wrong NIC is only in the thread",
     "d01-rocm-no-aiter-build-quark-import-at-startup": "the paste stops inside argument handling before the aiter import error; that the build lacks aiter is only in the thread",
+    # fresh6: 10 logs, first look in tests/data/fresh6/FIRST_LOOK.md
+    "b01-kernels-015-transformers-hub-kernels-valueerror": "the one line is the kernels hub package's own ValueError; that kernels 0.15 and transformers 5.6 do not fit is only in the thread",
+    "c01-kimi-k3-megamoe-sparse-dp-graph-allreduce-deadlock": "the paste is two WorkNCCL records retyped over several lines, without the watchdog's own sentence",
+    "c03-cold-nfs-bf16-load-unbalanced-loading-barrier-timeout": "the two-line paste is taken for a hard-wrapped one and joined without a space, so the loading-barrier message is not found",
+    "d01-fa3-spec-resolve-num-tokens-typeerror": "an unexpected keyword in a call between two SGLang functions (a fork's bug) reads like a package version mismatch without its traceback",
+    "r01-jax-chunked-prefill-above-max-prefill-no-bucket": "sglang-jax's bucket check is not in the catalog (the JAX port is not SGLang's package)",
+    "r02-no-cuda-graph-padding-torch-compile-autotune-hang": "three torch.compile AUTOTUNE lines and no SGLang line; the two flags are only in the thread",
 }
 # case -> the labelled fix flags diag does not suggest, and why
 FIX_GAPS = {
@@ -72,6 +79,8 @@ FIX_GAPS = {
     "f20-pd-decode-hicache-vs-forced-disable-radix-cache": "the refusal names the hierarchical cache and the disabled radix cache; that a PD decode server disables the radix cache itself, which --disaggregation-decode-enable-radix-cache undoes, is only in the thread",
     "c03-pd-hetero-tp-swa-gptoss-nixl-transfer-error": "a KV transfer error between prefill and decode servers of different TP sizes is not tied to the sliding-window model's need for equal --tp-size",
     "d02-glm52-nvfp4-sm120-shared-experts-fusion-size-mismatch": "a weight size mismatch while loading is not tied to the shared-experts fusion (--disable-shared-experts-fusion is only in the thread)",
+    "r01-jax-chunked-prefill-above-max-prefill-no-bucket": "sglang-jax's bucket check is not in the catalog (the JAX port is not SGLang's package)",
+    "r02-no-cuda-graph-padding-torch-compile-autotune-hang": "three torch.compile AUTOTUNE lines and no SGLang line; the two flags are only in the thread",
     "c01-b300-sm103-fa4-vision-arch-assert": "the two-line paste does not show that the failing FA4 kernel is the vision tower's, so --mm-attention-backend is not offered",
     "d02-ktransformers-dsv4-flash-oom-missing-kt-weight-path": "a traceback cut inside the model runner's init is not read as an OOM of KTransformers' experts kept on the GPU; the missing --kt-weight-path is only in the thread",
 } | {k: v for k, v in CATEGORY_GAPS.items() if k in (
