@@ -920,10 +920,33 @@ def _tp_divisibility(f: Facts) -> bool:
     return bool(ev.data.get("tp_divides_check")) or (tp > 1 and ev.data.get("not_divisible_by") == tp)
 
 
+def _tp_checked(f: Facts) -> int:
+    """The TP size in use: the launch flag, else the one a failed divisibility check names."""
+    tp = _tp(f)
+    ev = f.failure_event
+    if tp == 1 and ev is not None and ev.data.get("tp_divides_check") and ev.data.get("not_divisible_by"):
+        return ev.data["not_divisible_by"]
+    return tp
+
+
 def _tp_dividing_heads(f: Facts) -> int | None:
     m = f.model
     heads = getattr(m, "num_attention_heads", None) if m is not None else None
     if not heads:
+        # no model config: the count the failed check names ('Total number of attention heads (28) must be …')
+        ev = f.failure_event
+        msg = (ev.data.get("message") or "") if ev is not None and ev.data.get("tp_divides_check") else ""
+        from .numbers import to_int
+        import re as _re
+        got = _re.search(r"\((\d+)\)\s*(?:must be|is not|should be) divisible", msg[:400])
+        heads = to_int(got[1]) if got else None
+        if not heads:
+            return None
+        kv = heads
+        # TP sizes are GPU counts: powers of two first
+        for n in sorted(range(1, _tp_checked(f)), key=lambda n: (n & (n - 1) != 0, -n)):
+            if heads % n == 0:
+                return n
         return None
     kv = getattr(m, "num_key_value_heads", None) or heads
     for n in range(max(1, _tp(f)), 0, -1):
@@ -1180,7 +1203,8 @@ FACT_PATHS: dict[str, tuple[str, object]] = {
                                lambda f: _names().weights_gib(f.model_path, _tp(f), _pp(f)) if f.model is None else None),
     "model.name_tp": ("the smallest TP at which those weights leave room on this GPU (80 GiB when the GPU is unknown)",
                       lambda f: _names().tp_to_fit(f.model_path, f.gpu_total_gib or 80.0, _tp(f)) if f.model is None else None),
-    "model.tp": ("the tensor-parallel size the server was started with (1 when not given)", lambda f: _tp(f)),
+    "model.tp": ("the tensor-parallel size the server was started with (1 when not given; the one a failed "
+                 "divisibility check names when the command is not in the input)", lambda f: _tp_checked(f)),
     "gpu.name": ("the GPU model", lambda f: getattr(f.gpu, "name", None)),
     "gpu.total_gib": ("the GPU's capacity, GiB", lambda f: f.gpu_total_gib),
     "gpu.compute_capability": ("the GPU's compute capability (sglang.check_env's line, else the GPU catalog's arch)",

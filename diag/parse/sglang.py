@@ -52,6 +52,8 @@ PROSE = rx.compile(r"(?:\b[A-Za-z]{2,}\b[ ,]+){4}")
 # 'try adding --x', 'by --x'); 'not using --x' / 'remove --x' / 'without --x' are not advice to add it
 ADVICE = rx.compile(r"\b(?:add|adding|use|using|pass|passing|try|enable it with|set|setting|by|with)\s+[`'\"]?(?P<flag>--[a-z][a-z0-9-]+)\b")
 NEGATED = rx.compile(r"\b(?:not|remove|removing|without|drop|dropping|instead of)\s*$")
+# a count that must divide over the TP ranks, named with the TP size it was checked against
+TP_DIVISIBLE = rx.compile(r"divisible by (?:the )?(?:tensor[ _-]?parallel(?:[ _]size| world size)?|tp[ _]?size|tp)\W{0,3}(\d+)")
 # lines printed by the shell or the interpreter itself, never part of an exception message
 STANDALONE = rx.compile(r"^(?:Killed|Aborted|Bus error|Segmentation fault|Fatal Python error|nohup:|Exit code:|"
                         r"已杀死|已殺死|Getötet|強制終了)")  # bash's 'Killed' in Chinese, German, Japanese locales
@@ -1026,7 +1028,10 @@ def _read_fields(ev: Event) -> None:
             d[key] = found
     if "only supports topk = 1" in message or "topk > 1" in message:   # speculative decoding refuses the EAGLE topk
         d["spec_topk_error"] = True
-    if ev.kind in ("exception", "error") and ("%" in message or "not divisible by" in message):
+    if ev.kind in ("exception", "error") and "divisible by" in message and (tpm := TP_DIVISIBLE.search(message)):
+        d["not_divisible_by"] = int(tpm[1][:6])    # '… must be divisible by tensor parallel size (8)'
+        d["tp_divides_check"] = True                # the message names the TP size it checked against
+    elif ev.kind in ("exception", "error") and ("%" in message or "not divisible by" in message):
         # a check that something divides evenly over the TP ranks: the assertion's source line
         # ('assert self.total_num_heads % tp_size == 0') or ensure_divisibility's 'N is not divisible by M'
         squeezed = message[:400].replace(" ", "")
