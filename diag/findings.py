@@ -47,6 +47,16 @@ def _spell(finding: Finding, facts, strict: bool) -> None:
         if fix.flag:
             value = fix.value if fix.action != "remove" else None
             spelled = cat.translate(fix.flag, value) if cat else [(fix.flag, fix.value)]
+            undated = getattr(getattr(facts, "version", None), "describe", lambda: "")() == "unknown"
+            wide = _widest(fix.flag, value) if cat and undated else None
+            if wide is not None and spelled and [wide] != spelled:
+                # the log does not date SGLang: a spelling every catalogued release accepts (the newest as
+                # deprecated) works whatever the user runs; the newest release's own name is noted
+                note = (f"{wide[0]} is accepted by every SGLang release diag knows; {cat.versions[-1]} prefers "
+                        + " ".join(f"{n} {v}" if v not in (None, "") else n for n, v in spelled))
+                if note not in finding.confidence_notes:
+                    finding.confidence_notes.append(note)
+                spelled = [wide]
             if not spelled and cat and len(cat.versions) > 1:
                 # the log narrows the version only to a range over which the flag was renamed or added:
                 # spelled as the newest release of the range spells it
@@ -92,6 +102,11 @@ def _spell(finding: Finding, facts, strict: bool) -> None:
                 fix.was = str(facts.env[fix.external_env])
             out.append(fix)
     finding.fix = out
+
+
+def _widest(flag: str, value):
+    from .flags import widest_spelling
+    return widest_spelling(flag, value)
 
 
 def _was(facts, name: str, fix: Fix) -> str | None:

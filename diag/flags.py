@@ -300,6 +300,27 @@ class Catalog:
         return None
 
 
+@lru_cache(maxsize=512)
+def accepted_by_all(name: str) -> bool:
+    """Whether every catalogued release's parser accepts this option string (deprecated or not)."""
+    return all(name in _accepted(vi) for vi in range(len(catalog_versions())))
+
+
+def widest_spelling(name: str, value: str | None) -> tuple[str, str | None] | None:
+    """A spelling of this change that every catalogued release accepts: the flag itself, or the older
+    name it replaced ('--cuda-graph-backend-decode disabled' -> '--disable-cuda-graph'); None when
+    no spelling is accepted by all of them."""
+    if accepted_by_all(name):
+        return name, value
+    for old, targets in VALUE_RENAMES.items():
+        if (name, value) in targets and accepted_by_all(old):
+            return old, None
+    for old, new in RENAMES.items():
+        if new == name and accepted_by_all(old):
+            return old, value
+    return None
+
+
 def flag_of_dest(dest: str) -> tuple[str, str, str, dict] | None:
     """The flag whose ServerArgs field is `dest` in any catalog release: (flag, first release, last
     release, its newest definition), or None."""

@@ -88,7 +88,7 @@ FIX_GAPS = {
     "y14-inkling-mtp-eighth-draft-pool-oom",
     "c11-dynamo-70b-single-gpu-oom", "c32-specforge-eagle3-draft-dtype-mismatch",
     "c28-tp-not-dividing-attention-heads",
-    "c44-router-prefill-url-bootstrap-port-comma", "f01-deepep-normal-cuda-graph", "f07-misspelled-cuda-visible-devices-busy-gpu",
+    "c44-router-prefill-url-bootstrap-port-comma", "f07-misspelled-cuda-visible-devices-busy-gpu",
     "f14-ascend-pd-mf-store-url-placeholder",
     "d03-rocm720-hip-graph-capture-invalidated-aiter-ar", "e01-ascend-pd-prefill-overlap-gloo-context-corruption",
     "f18-hicache-ratio-host-pool-1p4tb-small-model",
