@@ -137,14 +137,16 @@ class Kept:
     pre-check, a catalog row made into an Entry), read from `<name>.pickle` on first access and
     written back at exit when the run added to it. The key names what the values were computed
     from: diag's and Python's versions and the path, size and mtime of each of `files` (the code
-    that computes them, the data they come from); another key starts an empty memo. At most
+    that computes them, the data they come from; one file per set of paths, so two installations
+    do not take turns); another key starts an empty memo. At most
     `limit` items are kept (the newest), each pickled on its own and unpickled when first asked
     for (a run uses a few of the thousands kept). A value that is missing is just computed again,
     so a lost or refused write costs time only. Threads may share it (plain dict operations); a
     forked worker that never runs atexit writes nothing."""
 
     def __init__(self, name: str, files: Iterable[Path | str], limit: int = 4096):
-        self.name, self.files, self.limit = name, [str(f) for f in files], limit
+        self.files, self.limit = [str(f) for f in files], limit
+        self.name = f"{name}-{_crc(chr(0).join(self.files))}"     # one file per installation
         self._data: dict | None = None      # key -> pickled value
         self._live: dict = {}               # key -> value, for the keys asked for
         self._new: dict = {}                # key -> pickled value, added by this run

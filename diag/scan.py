@@ -429,6 +429,7 @@ class FastReader:
         match, http = _PREFIX_RE.match, _HTTP_RE.match
         heads = ("Decode batch", "Prefill batch")
         day = [None, 0.0]
+        last_ts, last_sec = None, NAN  # the last batch line's timestamp and its seconds
         gap = 0                        # the first line of the current gap
         skipped = 0                    # characters of the lines not fed (what on_line would have counted)
         batch_seen = parser.batch_rank is not None
@@ -436,12 +437,42 @@ class FastReader:
         events = parser.events
         # the last content line is fed whatever it is (a message cut at the input's end is matched on it)
         last_content = next((i for i in range(n - 1, -1, -1) if lines[i].strip(" \t")), -1)
+        whole: list = []               # per layout learned: (its fullmatch of a whole line of the kept rank, placing, kind)
         for i, l in enumerate(lines):
             c = 0
             m = None
             key = None
             if i not in unclean:
                 if l[:1] == "[":
+                    # a kept-rank batch line in a layout known: one match reads it (the same as the
+                    # prefix, the rank, then the layout's fullmatch below, which is how the layout was learned)
+                    for full, place, kind in whole:
+                        f = full(l)
+                        if f is not None:
+                            g = f.groups()
+                            ts = g[0]
+                            if ts != last_ts:
+                                if ts[:10] != day[0]:
+                                    day[0], day[1] = ts[:10], ts_seconds(ts[:10] + " 00:00:00")
+                                base = day[1]
+                                last_ts = ts
+                                last_sec = base + int(ts[11:13]) * 3600 + int(ts[14:16]) * 60 + \
+                                    float(ts[17:].replace(",", ".") or 0) if base == base else ts_seconds(ts)
+                            try:
+                                vals = list(map(float, g[2:]))
+                            except ValueError:          # True / False (cuda graph)
+                                vals = [1.0 if v == "True" else 0.0 if v == "False" else float(v) for v in g[2:]]
+                            vals.append(NAN)
+                            rows.append((kind, i + 1, last_sec, *place(vals)))
+                            cls[i] = 1
+                            tss[i] = ts
+                            rks[i] = g[1]
+                            skipped += len(l) + 1
+                            break
+                    else:
+                        f = None
+                    if f is not None:
+                        continue
                     m = match(l)
                     if m is not None:
                         e = m.end()
@@ -454,6 +485,8 @@ class FastReader:
                                 if row is not None:
                                     rows.append(row)
                                     c = 1
+                                if len(whole) < len(layouts):
+                                    whole.append(_whole_line(layouts[-1], m[2]))
                         elif " HTTP/" in l and http(l):
                             c = 2
                         elif i != last_content and len(l) <= KEY_MAX and not any(w in l for w in MEMO_EXCLUDE):
@@ -530,7 +563,7 @@ class FastReader:
     def _small_row(l: str, e: int, ts: str, lineno: int, layouts: list, learned: list, day: list):
         """(kind, line, seconds, values) of a batch line whose message (from e) is in a known layout
         with values the parser reads with float(); None: the parser reads it."""
-        for full, slots, kind in layouts:
+        for full, slots, kind, _ in layouts:
             m = full(l, e)
             if m is not None:
                 break
@@ -541,7 +574,7 @@ class FastReader:
             got = _small_layout(l[e:])
             if got is None:
                 return None
-            full, slots, kind = got
+            full, slots, kind, _ = got
             m = full(l, e)
             if m is None:
                 return None
@@ -995,7 +1028,19 @@ def _small_layout(msg: str):
             slots.append(slot_of[j])
         else:
             pieces.append(re.escape(head) + "[^,:]*")      # a value no column takes (cuda graph: True)
-    return re.compile(", ".join(pieces)).fullmatch, tuple(slots), 1 if heads[0].startswith("Decode") else 0
+    body = ", ".join(pieces)
+    return re.compile(body).fullmatch, tuple(slots), 1 if heads[0].startswith("Decode") else 0, body
+
+
+def _whole_line(layout, ranks: str):
+    """(fullmatch of a whole line: the prefix with these ranks, then the layout's message; an
+    itemgetter putting its values, then NAN, into the 7 columns; kind) of a _small_layout."""
+    from operator import itemgetter
+    _, slots, kind, body = layout
+    at = {slot: j for j, slot in enumerate(slots)}
+    place = itemgetter(*[at.get(col, len(slots)) for col in range(7)])
+    head = r"\[(" + TS + r")(" + re.escape(ranks) + r")\]" + _SP + "?"
+    return re.compile(head + body).fullmatch, place, kind
 
 
 def _frame_layout(line: str):

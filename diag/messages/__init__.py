@@ -31,6 +31,7 @@ REGEX_SIZE = 512            # compiled regexes kept (RE2 keeps up to ~50 KB of D
 ENTRY_SIZE = 4096           # catalog rows kept
 MAX_CANDIDATES = 256        # catalog rows looked at per line at most
 KEY_SIZE = 8192             # line keys whose messages are remembered (one key each: a request id is new)
+KEPT_ENTRIES = 1024         # entries kept between runs (diag/cache.py; ~1 KB each, the file is read whole)
 PREFIX_MIN = 30             # literal characters a cut message must show to be matched by its start
 PREFIX_TRIES = 16           # templates tried for a cut message
 
@@ -192,14 +193,15 @@ class Catalog:
         self._zd: bytes | None = None
         self._compile = None
         self._ids: dict[str, int] = {}      # entry id -> row, of the entries built or read from the memo
-        self._kept = None
+        self._kept = self._kept_anchors = None
         if self.path.resolve() == Path(CATALOG_PATH).resolve():
             # the rows the lines of earlier runs needed, as entries, and the anchor words' messages,
             # kept between runs (diag/cache.py): building an entry from its row costs ~0.2 ms
             from ..cache import Kept
             here = Path(__file__).resolve().parent
-            self._kept = Kept("catalog-rows", [self.path, here / "__init__.py", here / "template.py", here / "store.py"],
-                              limit=ENTRY_SIZE)
+            sources = [self.path, here / "__init__.py", here / "template.py", here / "store.py"]
+            self._kept = Kept("catalog-entries", sources, limit=KEPT_ENTRIES)
+            self._kept_anchors = Kept("catalog-anchors", sources, limit=KEY_SIZE)
 
     @classmethod
     def open(cls, path: Path | str | None = None) -> "Catalog":
@@ -463,11 +465,11 @@ class Catalog:
         if ns is None:
             # the messages of each key, remembered per key: a line that differs from earlier ones in one
             # token (a request id) asks the database about that token only
-            anchor, kept = self._anchor, self._kept
+            anchor, kept = self._anchor, self._kept_anchors
             new = [k for k in keys if k not in anchor]
             if new and kept is not None:
                 for k in new:
-                    v = kept.get(("\0anchor", k))
+                    v = kept.get(k)
                     if v is not None:
                         anchor.put(k, v)
                 new = [k for k in new if k not in anchor]
@@ -479,7 +481,7 @@ class Catalog:
                 for k, v in got.items():
                     anchor.put(k, v)
                     if v and kept is not None:      # a catalog word (a word no message holds is not kept: request ids)
-                        kept.put(("\0anchor", k), v)
+                        kept.put(k, v)
             found: set[int] = set()
             for k in keys:
                 v = anchor.get(k)
