@@ -174,3 +174,4 @@ def test_required_literals_come_from_the_kept_memo(tmp_path, monkeypatch):
     monkeypatch.setattr(rx, "required", lambda p, f=0: 1 / 0)   # not computed again
     assert rx._required_kept(r"foo(bar|baz)\d+", 0) == want
     assert rx._required_kept(r"(?i)x", 0) is None
+
