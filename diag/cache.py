@@ -1,5 +1,7 @@
 """A start-up cache: what diag would build on every run, kept as a pickle (the checked rules
-registry, `cached`; the compiled Hyperscan database of the fast reader, `cached_by`).
+registry, `cached`; the compiled Hyperscan database of the fast reader, `cached_by`; memos grown
+as runs use them, written back at exit, `Kept`: the patterns' literal pre-checks, the catalog
+rows a log's lines were matched against).
 
     $DIAG_CACHE_DIR, else $XDG_CACHE_HOME/diag, else ~/.cache/diag
     DIAG_NO_CACHE=1     build every time, read and write nothing
@@ -128,3 +130,117 @@ def _store(where: Path, path: Path, key: str, value: object) -> None:
                 os.unlink(tmp)
             except OSError:
                 pass
+
+
+class Kept:
+    """A memo kept between runs: a dict of what a run computed on first use (a pattern's literal
+    pre-check, a catalog row made into an Entry), read from `<name>.pickle` on first access and
+    written back at exit when the run added to it. The key names what the values were computed
+    from: diag's and Python's versions and the path, size and mtime of each of `files` (the code
+    that computes them, the data they come from; one file per set of paths, so two installations
+    do not take turns); another key starts an empty memo. At most
+    `limit` items are kept (the newest), each pickled on its own and unpickled when first asked
+    for (a run uses a few of the thousands kept). A value that is missing is just computed again,
+    so a lost or refused write costs time only. Threads may share it (plain dict operations); a
+    forked worker that never runs atexit writes nothing."""
+
+    def __init__(self, name: str, files: Iterable[Path | str], limit: int = 4096):
+        self.files, self.limit = [str(f) for f in files], limit
+        self.name = f"{name}-{_crc(chr(0).join(self.files))}"     # one file per installation
+        self._data: dict | None = None      # key -> pickled value
+        self._live: dict = {}               # key -> value, for the keys asked for
+        self._new: dict = {}                # key -> pickled value, added by this run
+        self._key: str | None = None
+
+    def _key_text(self) -> str:
+        from . import __version__
+        parts = [f"format={FORMAT}", f"diag={__version__}", f"python={sys.version}"]
+        for f in self.files:
+            try:
+                st = os.stat(f)
+                parts.append(f"{f}\0{st.st_size}\0{st.st_mtime_ns}")
+            except OSError:
+                parts.append(f"{f}\0missing")
+        return "\n".join(parts)
+
+    def _read(self, where: Path) -> dict:
+        try:
+            with open(where / f"{self.name}.pickle", "rb") as f:
+                stored_key, value = pickle.load(f)
+            if stored_key == self._key and isinstance(value, dict):
+                return value
+        except Exception:       # missing, unreadable, truncated, from another layout: start empty
+            pass
+        return {}
+
+    def _load(self) -> dict:
+        self._data = {}
+        where = cache_dir()
+        if where is not None:
+            self._key = self._key_text()
+            self._data = self._read(where)
+        return self._data
+
+    def get(self, key, default=None):
+        value = self._live.get(key, _MISSING)
+        if value is not _MISSING:
+            return value
+        data = self._data if self._data is not None else self._load()
+        blob = data.get(key)
+        if blob is None:
+            return default
+        try:
+            value = pickle.loads(blob)
+        except Exception:       # a value that no longer unpickles: computed again
+            del data[key]
+            return default
+        self._live[key] = value
+        return value
+
+    def put(self, key, value) -> None:
+        if self._data is None:
+            self._load()
+        live = self._live
+        if len(live) >= self.limit:          # bounded in a long-running process too: the oldest quarter goes
+            for k in list(live)[: self.limit // 4]:
+                del live[k]
+        live[key] = value
+        if self._key is None:               # no cache folder (DIAG_NO_CACHE): nothing to write
+            return
+        try:
+            blob = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:       # not picklable: kept for this run only
+            return
+        if not _DIRTY:
+            import atexit
+            atexit.register(_write_kept)
+        self._new.pop(key, None)
+        self._new[key] = blob
+        if len(self._new) > self.limit:
+            del self._new[next(iter(self._new))]
+        _DIRTY[id(self)] = self
+
+    def write(self) -> None:
+        """Store what this run added (merged with what another run stored meanwhile under the same key)."""
+        if not self._new or self._key is None:
+            return
+        where = cache_dir()
+        if where is None:
+            return
+        merged = self._read(where)
+        for k in self._new:                  # newest last: re-inserted at the end
+            merged.pop(k, None)
+        merged.update(self._new)
+        if len(merged) > self.limit:
+            merged = dict(list(merged.items())[-self.limit:])
+        self._new = {}
+        _store(where, where / f"{self.name}.pickle", self._key, merged)
+
+
+_MISSING = object()
+_DIRTY: dict = {}           # the memos this run added to (atexit registered with the first)
+
+
+def _write_kept() -> None:
+    for kept in list(_DIRTY.values()):
+        kept.write()

@@ -117,6 +117,26 @@ def required(pattern: str, flags: int = 0) -> tuple[str, ...] | None:
     return found
 
 
+_KEPT = None
+_NONE = ("\0none",)      # a kept None (a memo's get returns None for a missing key)
+
+
+def _required_kept(pattern: str, flags: int) -> tuple[str, ...] | None:
+    """required(), from the memo kept between runs (diag/cache.py): parsing a pattern with the
+    standard library's parser costs ~0.1 ms, and a run uses a few hundred patterns."""
+    global _KEPT
+    if _KEPT is None:
+        from .cache import Kept
+        _KEPT = Kept("rx-required", [__file__], limit=8192)
+    key = (pattern, flags)
+    found = _KEPT.get(key)
+    if found is None:
+        found = required(pattern, flags)
+        _KEPT.put(key, _NONE if found is None else found)
+        return found
+    return None if found == _NONE else found
+
+
 class _Lazy:
     """A pattern compiled on first use (module import stays cheap), behind a literal pre-check."""
 
@@ -129,7 +149,7 @@ class _Lazy:
     def _get(self):
         if self._compiled is None:
             self._compiled = _engine().compile(_prefix(self.flags) + self.pattern)
-            self._needs = required(self.pattern, self.flags)
+            self._needs = _required_kept(self.pattern, self.flags)
         return self._compiled
 
     def _hopeless(self, text) -> bool:

@@ -29,7 +29,10 @@ import os
 import re
 import sys
 import time
+from bisect import bisect_left
 from collections import deque
+from itertools import compress, repeat
+from operator import add, itemgetter, methodcaller, mul, not_
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
@@ -423,20 +426,29 @@ class FastReader:
         cls = bytearray(n)             # 0 fed, 1 batch line, 2 access line, 3 blank, 4 a known skeleton (as in _block)
         tss: list = [None] * n         # the prefix's timestamp and ranks, where the line has one
         rks: list = [None] * n
-        rows: list = []                # (kind, line, seconds, the 7 values) of the kept batch lines not fed yet
-        layouts: list = []
-        learned = [0]
+        # the kept-rank batch lines in a layout known, read column by column before the loop (_small_rows)
+        rows = _small_rows(lines, rank, unclean)
+        todo = bytearray(b"\x01") * n  # the lines the loop looks at: all but those rows
+        skipped = 0                    # characters of the lines not fed (what on_line would have counted)
+        if rows is not None:
+            at, row_ts, row_ranks = rows[0], rows[-2], rows[-1]
+            for i, t, r in zip(at, row_ts, row_ranks):
+                cls[i] = 1
+                tss[i] = t
+                rks[i] = r
+                todo[i] = 0
+            skipped = sum(map(len, map(lines.__getitem__, at))) + len(at)
+        done = 0                       # rows handed to the series so far
         match, http = _PREFIX_RE.match, _HTTP_RE.match
         heads = ("Decode batch", "Prefill batch")
-        day = [None, 0.0]
         gap = 0                        # the first line of the current gap
-        skipped = 0                    # characters of the lines not fed (what on_line would have counted)
         batch_seen = parser.batch_rank is not None
         memo, known, between, mask = self._memo, self._memo.known, self._between, _MASK_RE.sub
         events = parser.events
         # the last content line is fed whatever it is (a message cut at the input's end is matched on it)
         last_content = next((i for i in range(n - 1, -1, -1) if lines[i].strip(" \t")), -1)
-        for i, l in enumerate(lines):
+        for i in compress(range(n), todo):
+            l = lines[i]
             c = 0
             m = None
             key = None
@@ -446,14 +458,10 @@ class FastReader:
                     if m is not None:
                         e = m.end()
                         if l.startswith(heads, e):
-                            rk = m[2].strip(" ")
-                            if rk != rank:
+                            # another rank's batch line is accounted for; one of the kept rank that is not
+                            # among the rows (a layout not learned, a value the parser reads otherwise) is fed
+                            if m[2].strip(" ") != rank:
                                 c = 1
-                            else:
-                                row = self._small_row(l, e, m[1], i + 1, layouts, learned, day)
-                                if row is not None:
-                                    rows.append(row)
-                                    c = 1
                         elif " HTTP/" in l and http(l):
                             c = 2
                         elif i != last_content and len(l) <= KEY_MAX and not any(w in l for w in MEMO_EXCLUDE):
@@ -472,9 +480,10 @@ class FastReader:
                 skipped += len(l) + 1
                 continue
             if gap < i:
-                if rows:
-                    _add_rows(parser.batches, rows)
-                    rows = []
+                if rows is not None and done < len(rows[0]) and rows[0][done] < i:
+                    upto = bisect_left(rows[0], i, done)
+                    _add_columns(parser.batches, rows, done, upto)
+                    done = upto
                 batch_seen = self._gap_lists(lines, cls, tss, rks, gap, i, rank, batch_seen)
             gap = i + 1
             seen = False
@@ -491,8 +500,8 @@ class FastReader:
                     on_line(k, t, None, seen)
             if not batch_seen and parser.batch_rank is not None:
                 batch_seen = True
-        if rows:
-            _add_rows(parser.batches, rows)
+        if rows is not None and done < len(rows[0]):
+            _add_columns(parser.batches, rows, done, len(rows[0]))
         if gap < n:
             self._gap_lists(lines, cls, tss, rks, gap, n, rank, batch_seen)
         self.chars += skipped
@@ -525,37 +534,6 @@ class FastReader:
                              first_batch=fb, _head=head,
                              _recent=[(base + j, lines[j]) for j in range(max(a, b - CONTEXT), b)]))
         return batch_seen
-
-    @staticmethod
-    def _small_row(l: str, e: int, ts: str, lineno: int, layouts: list, learned: list, day: list):
-        """(kind, line, seconds, values) of a batch line whose message (from e) is in a known layout
-        with values the parser reads with float(); None: the parser reads it."""
-        for full, slots, kind in layouts:
-            m = full(l, e)
-            if m is not None:
-                break
-        else:
-            if len(layouts) >= MAX_LAYOUTS or learned[0] >= 4 * MAX_LAYOUTS:
-                return None
-            learned[0] += 1
-            got = _small_layout(l[e:])
-            if got is None:
-                return None
-            full, slots, kind = got
-            m = full(l, e)
-            if m is None:
-                return None
-            layouts.append(got)
-        vals = [NAN] * 7
-        for slot, v in zip(slots, m.groups()):
-            vals[slot] = 1.0 if v == "True" else 0.0 if v == "False" else float(v)
-        # seconds: the day's start once per day, as batches.ts_seconds computes it
-        if ts[:10] != day[0]:
-            day[0], day[1] = ts[:10], ts_seconds(ts[:10] + " 00:00:00")
-        base = day[1]
-        sec = base + int(ts[11:13]) * 3600 + int(ts[14:16]) * 60 + float(ts[17:].replace(",", ".") or 0) if base == base \
-            else ts_seconds(ts)
-        return (kind, lineno, sec, *vals)
 
     def _pieces(self, data: bytes) -> Iterator[bytes]:
         """The text in pieces of at most CHUNK bytes: what was read to decide, then the stream."""
@@ -971,6 +949,106 @@ def _line_set(data, positions, nl) -> set[int]:
     return out
 
 
+def _small_rows(lines: list[str], rank: str | None, unclean: set):
+    """The kept-rank batch lines (not in `unclean`) whose batch statistics are read without the
+    parser, as columns in line order: (line indexes, kinds, line numbers, seconds, the 7 value
+    columns, timestamps, ranks as the prefix spells them); None when there are none.
+
+    Layouts are learned as the line-by-line path learns them: from the first such line no layout
+    known takes (at most MAX_LAYOUTS, after at most 4 * MAX_LAYOUTS tries); a line a layout is
+    not learned from cannot be taken by one learned later (the layout is the line's own heads),
+    so each layout is matched against all the lines left at once, in C. A line no layout takes
+    is fed to the parser."""
+    if rank is None:
+        return None
+    ranks = " " + rank if rank else ""          # the PREFIX group that strips to the kept rank
+    kept = re.compile(r"\[" + TS + re.escape(ranks) + r"\]" + _SP + "?(?:Decode|Prefill) batch").match
+    left = list(compress(range(len(lines)), map(kept, lines)))
+    if unclean:
+        left = [i for i in left if i not in unclean]
+    got: list = []                                # (layout's whole-line fullmatch, place, kind, indexes, matches)
+    learned = 0
+    while left:
+        if len(got) >= MAX_LAYOUTS or learned >= 4 * MAX_LAYOUTS:
+            break
+        learned += 1
+        first = lines[left[0]]
+        e = _PREFIX_RE.match(first).end()
+        layout = _small_layout(first[e:])
+        if layout is None or layout[0](first, e) is None:
+            left = left[1:]                       # read by the parser
+            continue
+        full, place, kind = _whole_line(layout, ranks)
+        found = list(map(full, map(lines.__getitem__, left)))
+        got.append((place, kind, list(compress(left, found)), list(filter(None, found))))
+        left = list(compress(left, map(not_, found)))
+    got = [g for g in got if g[2]]
+    if not got:
+        return None
+    at: list = []
+    kinds: list = []
+    secs: list = []
+    ts_all: list = []
+    rk_all: list = []
+    values: list = [[] for _ in range(7)]
+    for place, kind, idx, found in got:
+        cols = list(zip(*map(_GROUPS, found)))
+        ts, rk, vals = cols[0], cols[1], cols[2:]
+        floats = []
+        for col in vals:
+            try:
+                floats.append(list(map(float, col)))
+            except ValueError:                    # True / False (cuda graph)
+                floats.append([1.0 if v == "True" else 0.0 if v == "False" else float(v) for v in col])
+        nan = [NAN] * len(idx)
+        floats.append(nan)
+        for dst, src in zip(values, place(floats)):
+            dst.extend(src)
+        at.extend(idx)
+        kinds.extend([kind] * len(idx))
+        secs.extend(_ts_columns(ts))
+        ts_all.extend(ts)
+        rk_all.extend(rk)
+    if len(got) > 1:                              # layouts interleave: back into line order (2+ rows)
+        pick = itemgetter(*sorted(range(len(at)), key=at.__getitem__))
+        at, kinds, secs, ts_all, rk_all = (list(pick(col)) for col in (at, kinds, secs, ts_all, rk_all))
+        values = [list(pick(col)) for col in values]
+    return [at, kinds, list(map(add, at, repeat(1))), secs, *values, ts_all, rk_all]
+
+
+_GROUPS = re.Match.groups
+
+
+def _ts_columns(ts) -> list[float]:
+    """Seconds of these timestamps as batches.ts_seconds computes them (the day's start, then the
+    hours, minutes and seconds added in that order), a day at a time."""
+    days = set(map(itemgetter(slice(0, 10)), ts))
+    if len(days) == 1:
+        base = ts_seconds(next(iter(days)) + " 00:00:00")
+        if base == base:
+            hours = map(mul, map(int, map(itemgetter(slice(11, 13)), ts)), repeat(3600))
+            minutes = map(mul, map(int, map(itemgetter(slice(14, 16)), ts)), repeat(60))
+            rest = map(itemgetter(slice(17, None)), ts)
+            if "," in "".join(ts):
+                rest = map(methodcaller("replace", ",", "."), rest)
+            return list(map(add, map(add, map(add, repeat(base), hours), minutes), map(float, rest)))
+    out = []
+    day = [None, NAN]
+    for t in ts:
+        if t[:10] != day[0]:
+            day[0], day[1] = t[:10], ts_seconds(t[:10] + " 00:00:00")
+        base = day[1]
+        out.append(base + int(t[11:13]) * 3600 + int(t[14:16]) * 60 + float(t[17:].replace(",", ".") or 0) if base == base
+                   else ts_seconds(t))
+    return out
+
+
+def _add_columns(series, rows: list, a: int, b: int) -> None:
+    """Rows a..b-1 of _small_rows' columns into the series."""
+    _, kinds, lines, secs, *rest = rows
+    series.add_rows(kinds[a:b], lines[a:b], secs[a:b], [col[a:b] for col in rest[:7]])
+
+
 def _small_layout(msg: str):
     """(fullmatch of a batch message in this line's layout, the series each group fills, kind): the
     parser's reading of the same line (batches.row_of) for every line the pattern takes."""
@@ -995,7 +1073,18 @@ def _small_layout(msg: str):
             slots.append(slot_of[j])
         else:
             pieces.append(re.escape(head) + "[^,:]*")      # a value no column takes (cuda graph: True)
-    return re.compile(", ".join(pieces)).fullmatch, tuple(slots), 1 if heads[0].startswith("Decode") else 0
+    body = ", ".join(pieces)
+    return re.compile(body).fullmatch, tuple(slots), 1 if heads[0].startswith("Decode") else 0, body
+
+
+def _whole_line(layout, ranks: str):
+    """(fullmatch of a whole line: the prefix with these ranks, then the layout's message; an
+    itemgetter putting its values, then NAN, into the 7 columns; kind) of a _small_layout."""
+    _, slots, kind, body = layout
+    at = {slot: j for j, slot in enumerate(slots)}
+    place = itemgetter(*[at.get(col, len(slots)) for col in range(7)])
+    head = r"\[(" + TS + r")(" + re.escape(ranks) + r")\]" + _SP + "?"
+    return re.compile(head + body).fullmatch, place, kind
 
 
 def _frame_layout(line: str):
@@ -1084,11 +1173,6 @@ def _seconds(rows, start: int):
            ).cast(pl.Float64) + ts.str.slice(17).str.replace(",", ".", literal=True).cast(pl.Float64, strict=False).fill_null(0.0)
     rows = rows.with_columns(line=(pl.col("i").cast(pl.Int64) + start), ts=sec)
     return rows.select("i", *COLUMNS)
-
-
-def _add_rows(series, rows: list) -> None:
-    kinds, lines, secs, *values = (list(col) for col in zip(*rows))
-    series.add_rows(kinds, lines, secs, values)
 
 
 def _layout(parts: list) -> tuple[list[str], dict[str, int]] | None:

@@ -109,3 +109,69 @@ def test_hyperscan_database_from_the_cache_flags_the_same_lines(tmp_path, monkey
     (tmp_path / "hyperscan.pickle").write_bytes(pickle.dumps((key, (ok, b"not a database"))))
     broken = Signatures()                      # refused on load: compiled again
     assert broken.engine == "hyperscan" and flagged(broken) == [1, 2]
+
+
+def test_kept_memo_grows_across_runs_and_starts_over_when_its_sources_change(tmp_path, monkeypatch):
+    monkeypatch.setenv("DIAG_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("DIAG_NO_CACHE", raising=False)
+    src = tmp_path / "code.py"
+    src.write_text("v = 1\n")
+    first = cache.Kept("memo", [src], limit=3)
+    assert first.get("a") is None
+    first.put("a", (1, "x"))
+    first.put("b", frozenset({2}))
+    assert first.get("a") == (1, "x")
+    first.write()                                            # what atexit does
+    second = cache.Kept("memo", [src], limit=3)              # the next run
+    assert second.get("a") == (1, "x") and second.get("b") == frozenset({2})
+    second.put("c", 3)
+    second.put("d", 4)
+    second.write()
+    third = cache.Kept("memo", [src], limit=3)
+    assert third.get("a") is None and [third.get(k) for k in "bcd"] == [frozenset({2}), 3, 4]   # the newest 3
+    src.write_text("v = 22\n")                               # the code that computed them changed
+    assert cache.Kept("memo", [src], limit=3).get("b") is None
+    next((tmp_path / "cache").glob("memo-*.pickle")).write_bytes(b"\x80\x05garbage")
+    broken = cache.Kept("memo", [src])
+    assert broken.get("b") is None
+    broken.put("b", 5)
+    broken.write()
+    assert cache.Kept("memo", [src]).get("b") == 5
+    monkeypatch.setenv("DIAG_NO_CACHE", "1")
+    off = cache.Kept("other", [src])
+    off.put("k", 1)
+    assert off.get("k") == 1                                 # a memo for this run only
+    off.write()
+    assert not list((tmp_path / "cache").glob("other-*.pickle"))
+
+
+def test_catalog_entries_from_the_kept_memo_match_like_fresh_ones(tmp_path, monkeypatch):
+    from diag.messages import Catalog
+    monkeypatch.setenv("DIAG_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("DIAG_NO_CACHE", raising=False)
+    line = "Not enough memory. Please try to increase --mem-fraction-static."
+    fresh = Catalog()
+    want = fresh.match(line)
+    assert want is not None and fresh._kept is not None
+    fresh._kept.write()
+    again = Catalog()                                        # a new run: rows from the memo, no SQL row built
+    built = []
+    monkeypatch.setattr(again, "_entry", lambda row: built.append(row) or Catalog._entry(again, row))
+    assert again.match(line) == want and not built
+    assert again.get(want.id) is not None and again.get(want.id).id == want.id
+
+
+def test_required_literals_come_from_the_kept_memo(tmp_path, monkeypatch):
+    from diag import rx
+    monkeypatch.setenv("DIAG_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("DIAG_NO_CACHE", raising=False)
+    monkeypatch.setattr(rx, "_KEPT", None)
+    want = rx.required(r"foo(bar|baz)\d+", 0)
+    assert want and rx._required_kept(r"foo(bar|baz)\d+", 0) == want
+    assert rx._required_kept(r"(?i)x", 0) is None
+    rx._KEPT.write()
+    monkeypatch.setattr(rx, "_KEPT", None)
+    monkeypatch.setattr(rx, "required", lambda p, f=0: 1 / 0)   # not computed again
+    assert rx._required_kept(r"foo(bar|baz)\d+", 0) == want
+    assert rx._required_kept(r"(?i)x", 0) is None
+

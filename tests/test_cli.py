@@ -389,3 +389,18 @@ def test_startup_stays_light():
                             "print([m for m in ('re2', 'polars', 'jinja2') if m in sys.modules])"],
                            capture_output=True, cwd=ROOT, timeout=60)
     assert helps.stdout.decode().strip().endswith("[]")
+
+
+def test_a_run_of_one_subcommand_builds_only_that_one():
+    """diag analyze builds the typer app of analyze alone (typer builds every registered command
+    on each call); the group's help, completion and an unknown name get every subcommand."""
+    from diag import cli
+    assert cli._subcommand(["analyze", "x.log"]) == "analyze"
+    assert cli._subcommand(["-q", "--color", "never", "rules", "list"]) == "rules"
+    assert cli._subcommand(["--color=never", "mem", "--help"]) == "mem"
+    for argv in (["--help"], ["-V"], [], ["anlyze", "x"], ["--show-completion"], ["--", "analyze"]):
+        assert cli._subcommand(argv) is None
+    names = [c.name or c.callback.__name__ for c in cli.app_for(("analyze",)).registered_commands]
+    assert names == ["analyze"]
+    full = cli.app
+    assert full is cli.app_for(tuple(cli.COMMANDS)) and len(full.registered_commands) + len(full.registered_groups) >= 8

@@ -227,3 +227,45 @@ def test_lines_of_a_known_skeleton_are_accounted_for_as_fed(tmp_path):
     finally:
         LogParser.feed = feed
     assert any(e["line"] for f in slow["findings"] for e in f["evidence"])
+
+
+def test_small_reader_rows_by_layout_agree_with_the_parser(tmp_path):
+    """The small reader reads kept-rank batch lines layout by layout, column by column: prefill and
+    decode lines interleaved, a third layout met late, True/False where a value is read, timestamps
+    with a comma fraction and across midnight, another rank's lines, a line of the kept rank no
+    layout takes (fed), and more layouts than are learned: the same rows and report as line by line."""
+    lines = list(SERVING)
+    for i in range(1500):
+        day, hh = ("14", "23") if i < 700 else ("15", "00")
+        ts = f"2026-05-{day} {hh}:{i // 60 % 60:02d}:{i % 60:02d},{i % 1000:03d}"
+        if i % 4 == 0:
+            lines.append(f"[{ts} TP0] Prefill batch, #new-seq: {i % 5}, #new-token: {i}, #cached-token: 0, "
+                         f"token usage: 0.{i % 10}0, #running-req: {i % 9}, #queue-req: {i % 4}, ")
+        elif i % 4 == 1:
+            lines.append(f"[{ts} TP0] Decode batch, #running-req: {'True' if i % 20 == 1 else i % 7}, #token: {i}, "
+                         f"token usage: 0.{i % 10}0, cuda graph: False, gen throughput (token/s): {i}.25, #queue-req: {i % 3}")
+        elif i % 4 == 2:
+            lines.append(f"[{ts} TP1] Decode batch, #running-req: 1, #token: {i}, token usage: 0.10, cuda graph: True, "
+                         f"gen throughput (token/s): 2.0, #queue-req: 0")
+        elif i > 1000:
+            lines.append(f"[{ts} TP0] Decode batch, #running-req: {i % 7}, #token: {i}, token usage: 0.20, "
+                         f"accept len: 1.{i % 9}, cuda graph: True, gen throughput (token/s): 3.0, #queue-req: 1")
+        elif i % 40 == 3:
+            lines.append(f"[{ts} TP0] Decode batch, #running-req: x{i}, #token: {i}, token usage: 0.2, cuda graph: True")
+        else:
+            lines.append(f'[{ts}] INFO:     10.0.0.1:5000 - "POST /generate HTTP/1.1" 200 OK')
+    # more layouts than MAX_LAYOUTS: each extra key is another layout
+    for k in range(12):
+        lines.append(f"[2026-05-15 01:00:{k:02d} TP0] Decode batch, #running-req: 2, #token: 5, extra{k}: 1, "
+                     f"token usage: 0.30, #queue-req: 0")
+    path = tmp_path / "x.log"
+    path.write_text("\n".join(lines + OOM_TAIL) + "\n")
+    slow_report = report(path, fast=False)
+    assert report(path, fast="small") == slow_report
+    _, slow = analyze_with_facts([str(path)], options=Options(**READERS[False]))
+    _, small = analyze_with_facts([str(path)], options=Options(**READERS["small"]))
+    a, b = small.batches[0], slow.batches[0]
+    assert len(a) == len(b) > 700
+    for name in ("kind", "line", "ts", "running", "queue", "usage", "tokens", "throughput", "accept_len"):
+        assert [x if x == x else None for x in a.rows[name]] == [x if x == x else None for x in b.rows[name]], name
+    assert 1.0 in a.rows["running"]                      # a True read as the parser reads it

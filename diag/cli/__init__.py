@@ -33,10 +33,6 @@ from . import common as C
 
 COMMANDS = ["analyze", "rules", "flags", "mem", "events", "scan", "watch", "run", "serve", "version"]
 
-app = C.typer.Typer(add_completion=True, no_args_is_help=True, pretty_exceptions_enable=False,
-                    context_settings={"help_option_names": ["-h", "--help"]},
-                    help="Root causes, evidence, memory arithmetic and flag fixes for SGLang server failures.")
-
 
 def _version(value: bool) -> None:
     if value:
@@ -45,7 +41,6 @@ def _version(value: bool) -> None:
         raise C.typer.Exit(0)
 
 
-@app.callback()
 def _global(
     version: bool = C.typer.Option(False, "--version", "-V", is_eager=True, callback=_version, expose_value=True,
                                    help="Print diag's version and exit."),
@@ -58,8 +53,54 @@ def _global(
     C.STATE.quiet, C.STATE.verbose, C.STATE.color = quiet, verbose, color
 
 
-for _name in COMMANDS:
-    import_module(f".{_name}", __name__).register(app)
+_APPS: dict[tuple[str, ...], object] = {}
+
+
+def app_for(names: tuple[str, ...]):
+    """The typer app with these subcommands (built once each): a run of one subcommand builds
+    only its own (typer builds every registered command's click command on each call, ~4 ms for
+    all of them); `diag --help`, completion and a name to correct get every one."""
+    app = _APPS.get(names)
+    if app is None:
+        app = C.typer.Typer(add_completion=True, no_args_is_help=True, pretty_exceptions_enable=False,
+                            context_settings={"help_option_names": ["-h", "--help"]},
+                            help="Root causes, evidence, memory arithmetic and flag fixes for SGLang server failures.")
+        app.callback()(_global)
+        for name in names:
+            import_module(f".{name}", __name__).register(app)
+        _APPS[names] = app
+    return app
+
+
+def __getattr__(name: str):
+    if name == "app":               # `from diag.cli import app`: every subcommand
+        return app_for(tuple(COMMANDS))
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# the global options that take a value (the next argument is not the subcommand)
+_VALUED = ("--color",)
+_ALL = ("-h", "--help", "-V", "--version", "--install-completion", "--show-completion")
+
+
+def _subcommand(argv: list[str]) -> str | None:
+    """The subcommand argv runs, when it alone needs building; None: every one."""
+    if os.environ.get("_DIAG_COMPLETE"):
+        return None
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a in _ALL or a == "--":
+            return None
+        if a in _VALUED:
+            i += 2
+            continue
+        if a.startswith("-"):
+            i += 1
+            continue
+        return a if a in COMMANDS else None
+    return None
+
 
 from .analyze import exit_code  # noqa: E402,F401 - used by diag.serve: the same exit codes as the CLI
 
@@ -74,6 +115,8 @@ def main(argv: list[str] | None = None) -> None:
 def _run(argv: list[str]) -> int:
     errors = C.click_exceptions()
     try:
+        name = _subcommand(argv)
+        app = app_for((name,) if name else tuple(COMMANDS))
         code = app(args=argv, prog_name="diag", standalone_mode=False)  # an Exit's code is returned
         return code if isinstance(code, int) else 0
     except C.typer.Exit as exc:

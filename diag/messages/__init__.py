@@ -31,6 +31,7 @@ REGEX_SIZE = 512            # compiled regexes kept (RE2 keeps up to ~50 KB of D
 ENTRY_SIZE = 4096           # catalog rows kept
 MAX_CANDIDATES = 256        # catalog rows looked at per line at most
 KEY_SIZE = 8192             # line keys whose messages are remembered (one key each: a request id is new)
+KEPT_ENTRIES = 1024         # entries kept between runs (diag/cache.py; ~1 KB each, the file is read whole)
 PREFIX_MIN = 30             # literal characters a cut message must show to be matched by its start
 PREFIX_TRIES = 16           # templates tried for a cut message
 
@@ -191,6 +192,16 @@ class Catalog:
         self._vocab = _LRU(ENTRY_SIZE)
         self._zd: bytes | None = None
         self._compile = None
+        self._ids: dict[str, int] = {}      # entry id -> row, of the entries built or read from the memo
+        self._kept = self._kept_anchors = None
+        if self.path.resolve() == Path(CATALOG_PATH).resolve():
+            # the rows the lines of earlier runs needed, as entries, and the anchor words' messages,
+            # kept between runs (diag/cache.py): building an entry from its row costs ~0.2 ms
+            from ..cache import Kept
+            here = Path(__file__).resolve().parent
+            sources = [self.path, here / "__init__.py", here / "template.py", here / "store.py"]
+            self._kept = Kept("catalog-entries", sources, limit=KEPT_ENTRIES)
+            self._kept_anchors = Kept("catalog-anchors", sources, limit=KEY_SIZE)
 
     @classmethod
     def open(cls, path: Path | str | None = None) -> "Catalog":
@@ -293,8 +304,14 @@ class Catalog:
 
     def _entries_for(self, ns: list[int]) -> list[Entry]:
         out, missing = [], []
+        kept = self._kept
         for n in ns:
             e = self._entries.get(n)
+            if e is None and kept is not None:
+                e = kept.get(n)
+                if e is not None:
+                    self._entries.put(n, e)
+                    self._ids[e.id] = n
             if e is None:
                 missing.append(n)
             else:
@@ -304,19 +321,23 @@ class Catalog:
             for row in self.db.execute(f"SELECT {_ROW} FROM messages WHERE n IN ({q})", missing):
                 e = self._entry(row)
                 self._entries.put(e.n, e)
+                self._ids[e.id] = e.n
+                if kept is not None:
+                    kept.put(e.n, e)
                 out.append(e)
         return out
 
     def get(self, mid: str) -> Entry | None:
         """A message by its id ('m-…' or a hand entry's id)."""
-        n = message_number(mid)
+        n = self._ids.get(mid)              # an entry built already (a match's): no hash of a hand id
+        if n is None:
+            n = message_number(mid)
         if n is None:
             return None
-        row = self.db.execute(f"SELECT {_ROW} FROM messages WHERE n = ?", (n,)).fetchone()
-        if not row:
+        got = self._entries_for([n])
+        if not got:
             return None
-        e = self._entry(row)
-        return e if e.id == mid else None
+        return got[0] if got[0].id == mid else None
 
     def reviewed_category(self, mid: str) -> str | None:
         """The category a person gave a message: a hand-list entry's, or its family review's when
@@ -444,8 +465,14 @@ class Catalog:
         if ns is None:
             # the messages of each key, remembered per key: a line that differs from earlier ones in one
             # token (a request id) asks the database about that token only
-            anchor = self._anchor
+            anchor, kept = self._anchor, self._kept_anchors
             new = [k for k in keys if k not in anchor]
+            if new and kept is not None:
+                for k in new:
+                    v = kept.get(k)
+                    if v is not None:
+                        anchor.put(k, v)
+                new = [k for k in new if k not in anchor]
             if new:
                 got: dict[str, list[int]] = {k: [] for k in new}
                 q = ",".join("?" * len(new))
@@ -453,6 +480,8 @@ class Catalog:
                     got[k].append(n)
                 for k, v in got.items():
                     anchor.put(k, v)
+                    if v and kept is not None:      # a catalog word (a word no message holds is not kept: request ids)
+                        kept.put(k, v)
             found: set[int] = set()
             for k in keys:
                 v = anchor.get(k)
