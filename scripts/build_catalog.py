@@ -91,7 +91,7 @@ HEURISTICS: list[tuple[str, str | None, str | None, str | None, str | None, str]
     ("fail", None, None, r"(?:architecture|model).*(?:not supported|is not supported|unsupported)|unsupported (?:model|architecture)", "env.model_load", "model_load_error"),
     # speculative decoding and its interplay with the state pools
     ("fail", r"speculative|eagle|spec_", None, None, "config.speculative", "refusal"),
-    ("fail", None, None, r"speculative|eagle|draft|num_draft_tokens|topk", "config.speculative", "refusal"),
+    ("fail", None, None, r"speculative|eagle|draft|num_draft_tokens|eagle_topk", "config.speculative", "refusal"),
     # flag validation (server arguments): incompatibilities first, then single values
     ("fail", None, None, r"unrecognized arguments|ambiguous option|unrecognized (?:flag|option)", "config.unknown_flag", "argparse"),
     ("fail", r"server_args|arg_groups|argparse|config", None, r"not compatible|incompatible|cannot be used|together|conflict|at the same time|mutually exclusive|not allowed with|requires? --|only .* when|is disabled when", "config.incompatible_flags", "refusal"),
