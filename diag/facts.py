@@ -679,8 +679,10 @@ def _cut_forward(f: Facts) -> str | None:
     phase = P.from_frames(frames)
     if phase in ("prefill", "decode"):
         return phase
-    if any(fr.func in ("forward", "_forward_raw", "forward_batch_generation") for fr in frames):
-        # a bare forward during CUDA graph capture is the capture's, not a prefill batch's
+    if any(fr.func in ("_forward_raw", "forward_batch_generation") for fr in frames):
+        # the model runner's entry without the step's own frame: a prefill unless the log shows CUDA
+        # graph capture under way (a bare forward then is the capture's); a model's own forward alone
+        # says nothing about the step, so it is left unknown
         before = [m.data.get("phase") for m in f.milestones if m.line <= cut[-1].line]
         capturing = "graph_begin" in before and not any(p in ("graph_end", "ready") for p in
                                                          before[len(before) - before[::-1].index("graph_begin"):])
