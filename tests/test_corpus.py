@@ -20,7 +20,7 @@ import pytest
 from diag.analyze import analyze
 
 DATA = Path(__file__).parent / "data"
-CASES = sorted(p for sub in ("sglang", "extra", "extra2", "blind", "holdout", "fresh", "fresh3", "fresh4", "fresh5", "fresh6") for p in (DATA / sub).glob("*.log"))
+CASES = sorted(p for sub in ("sglang", "extra", "extra2", "blind", "holdout", "fresh", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7") for p in (DATA / sub).glob("*.log"))
 
 # case -> why the category differs from the label
 CATEGORY_GAPS = {
@@ -57,6 +57,8 @@ CATEGORY_GAPS = {
     "d01-fa3-spec-resolve-num-tokens-typeerror": "an unexpected keyword in a call between two SGLang functions (a fork's bug) reads like a package version mismatch without its traceback",
     "r01-jax-chunked-prefill-above-max-prefill-no-bucket": "sglang-jax's bucket check is not in the catalog (the JAX port is not SGLang's package)",
     "r02-no-cuda-graph-padding-torch-compile-autotune-hang": "three torch.compile AUTOTUNE lines and no SGLang line; the two flags are only in the thread",
+    # fresh7: 6 logs, first look in tests/data/fresh7/FIRST_LOOK.md
+    "a01-chunked-prefill-disable-radix-being-chunked-req-assert": "the paste holds the command and batch lines only; the scheduler's assertion is only in the issue title",
 }
 # case -> the labelled fix flags diag does not suggest, and why
 FIX_GAPS = {
