@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import io
+import itertools
 import subprocess
 import sys
 import tomllib
@@ -32,9 +33,13 @@ def all_rows(cat):
 
 # -- every entry -------------------------------------------------------------------------------
 
-def test_every_specific_entry_compiles_and_matches_a_rendering_of_itself(cat):
+CHUNKS = 4      # the entries in four parts, so the parallel runners share them
+
+
+@pytest.mark.parametrize("part", range(CHUNKS))
+def test_every_specific_entry_compiles_and_matches_a_rendering_of_itself(cat, part):
     checked = 0
-    for n, tmpl, regex, specific in all_rows(cat):
+    for n, tmpl, regex, specific in itertools.islice(all_rows(cat), part, None, CHUNKS):
         if tmpl is None:        # a hand entry that gives a regex: its examples are tested with the hand lists
             re2.compile(regex)
             continue
@@ -53,7 +58,7 @@ def test_every_specific_entry_compiles_and_matches_a_rendering_of_itself(cat):
                 from diag.messages import _convert
                 assert _convert(got[g], typ) is not None, (tmpl, g, got[g])
         checked += 1
-    assert checked > 20000
+    assert checked > 20000 // CHUNKS
 
 
 def test_the_prefilter_finds_each_entry_by_its_anchor(cat):
