@@ -404,3 +404,47 @@ def test_a_run_of_one_subcommand_builds_only_that_one():
     assert names == ["analyze"]
     full = cli.app
     assert full is cli.app_for(tuple(cli.COMMANDS)) and len(full.registered_commands) + len(full.registered_groups) >= 8
+
+
+DIRECT = [
+    ["x.log"], ["x.log", "y.log"], ["-"], [], ["--format", "json", "-o", "/dev/null", "x.log"],
+    ["-f", "markdown", "x.log", "--output", "-"], ["x.log", "--smi", "a.txt", "--smi", "b.txt"],
+    ["--html", "r.html", "--fail-on", "warning", "--sglang-version", "0.5.2", "x.log"],
+    ["--launch", "python -m sglang.launch_server --tp 2", "--model-config", "c.json", "x.log"],
+    ["--redact", "x.log"], ["--no-redact", "x.log"], ["--ignore", "SGL-OOM-001", "--ignore", "x", "--select", "oom", "x.log"],
+    ["--max-bytes", "4096", "--max-lines", "010", "x.log"], ["-q", "x.log"], ["x.log", "--verbose"], ["-v", "-q", "x.log"],
+    ["--", "-x.log", "--format"], ["x.log", "--", "--", "-"], ["--format", "slack-blocks", "x.log"],
+]
+TYPER_ONLY = [
+    ["--help"], ["-h"], ["-qv", "x.log"], ["--format=json", "x.log"], ["--format", "JSON", "x.log"], ["--format", "yaml", "x"],
+    ["--formt", "json", "x"], ["-x.log"], ["--max-lines", "0", "x"], ["--max-lines", "1_0", "x"], ["--max-lines", "-1", "x"],
+    ["--max-bytes", "１", "x"], ["-o", "a", "-o", "b", "x"], ["-q", "--quiet", "x"], ["--redact", "--no-redact", "x"],
+    ["x", "-o"], ["--fail-on", "fatal", "x"], ["-o", "--format", "x"], ["--sglang-version"],
+]
+
+
+def test_a_plain_analyze_runs_without_typer_and_is_parsed_as_typer_parses_it(monkeypatch):
+    """`diag analyze` with files and whole options skips typer (~20 ms of a paste's start-up):
+    what it calls the command with equals what typer calls it with, and anything it does not
+    read alike (help, clusters, --opt=value, values typer converts or refuses) is left to typer."""
+    from diag import cli
+    import diag.cli.analyze as A
+    seen = []
+    monkeypatch.setattr(A, "command", lambda *a: seen.append(a) or 0)
+    app = cli.app_for(("analyze",))
+    names = list(A._DEFAULTS)
+    for argv in DIRECT:
+        direct = A.direct_args(argv)
+        assert direct is not None, argv
+        seen.clear()
+        assert app(args=["analyze", *argv], prog_name="diag", standalone_mode=False) in (None, 0)
+        by_typer = dict(zip(["files", *names], seen[0]))
+        assert {k: list(v or []) if k in ("files", "smi", "ignore", "select") else v for k, v in by_typer.items()} == \
+               {k: list(v or []) if k in ("files", "smi", "ignore", "select") else v for k, v in direct.items()}, argv
+        assert all(type(direct[k]) is type(by_typer[k]) for k in names if by_typer[k] is not None), argv
+    for argv in TYPER_ONLY:
+        assert A.direct_args(argv) is None, argv
+    code = ("import sys; from diag.cli import _run; code = _run(['analyze', '%s', '-q', '-o', '/dev/null']); "
+            "print(code, 'typer' in sys.modules)" % SAMPLE)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, cwd=ROOT, timeout=60)
+    assert proc.stdout.decode().split() == ["1", "False"], proc

@@ -25,6 +25,7 @@ errors, `C.write_output` for output files (`-o -`, refusing an input as output, 
 """
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from importlib import import_module
@@ -41,16 +42,22 @@ def _version(value: bool) -> None:
         raise C.typer.Exit(0)
 
 
-def _global(
-    version: bool = C.typer.Option(False, "--version", "-V", is_eager=True, callback=_version, expose_value=True,
-                                   help="Print diag's version and exit."),
-    quiet: bool = C.typer.Option(False, "--quiet", "-q", help="Only the output and errors on stderr, no notes."),
-    verbose: bool = C.typer.Option(False, "--verbose", "-v", help="Notes on stderr: inputs read, caps reached, config used."),
-    color: C.Color = C.typer.Option(C.Color.auto, "--color", help="Colour in text output (FORCE_COLOR / NO_COLOR are honoured)."),
-) -> None:
-    if quiet and verbose:
-        C.fail("--quiet and --verbose cannot be given together")
-    C.STATE.quiet, C.STATE.verbose, C.STATE.color = quiet, verbose, color
+def _global_options():
+    """The callback of the group: the global options (typer is imported by then)."""
+    typer = C.typer
+
+    def _global(
+        version: bool = typer.Option(False, "--version", "-V", is_eager=True, callback=_version, expose_value=True,
+                                     help="Print diag's version and exit."),
+        quiet: bool = typer.Option(False, "--quiet", "-q", help="Only the output and errors on stderr, no notes."),
+        verbose: bool = typer.Option(False, "--verbose", "-v", help="Notes on stderr: inputs read, caps reached, config used."),
+        color: C.Color = typer.Option(C.Color.auto, "--color", help="Colour in text output (FORCE_COLOR / NO_COLOR are honoured)."),
+    ) -> None:
+        if quiet and verbose:
+            C.fail("--quiet and --verbose cannot be given together")
+        C.STATE.quiet, C.STATE.verbose, C.STATE.color = quiet, verbose, color
+
+    return _global
 
 
 _APPS: dict[tuple[str, ...], object] = {}
@@ -65,7 +72,7 @@ def app_for(names: tuple[str, ...]):
         app = C.typer.Typer(add_completion=True, no_args_is_help=True, pretty_exceptions_enable=False,
                             context_settings={"help_option_names": ["-h", "--help"]},
                             help="Root causes, evidence, memory arithmetic and flag fixes for SGLang server failures.")
-        app.callback()(_global)
+        app.callback()(_global_options())
         for name in names:
             import_module(f".{name}", __name__).register(app)
         _APPS[names] = app
@@ -113,9 +120,14 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _run(argv: list[str]) -> int:
-    errors = C.click_exceptions()
+    # the except clauses name typer's and click's classes only when an exception is raised (a
+    # plain `diag analyze` runs without importing typer: `_direct`)
     try:
         name = _subcommand(argv)
+        if name == "analyze" and argv[0] == "analyze":
+            code = _direct(argv)
+            if code is not None:
+                return code
         app = app_for((name,) if name else tuple(COMMANDS))
         code = app(args=argv, prog_name="diag", standalone_mode=False)  # an Exit's code is returned
         return code if isinstance(code, int) else 0
@@ -124,12 +136,12 @@ def _run(argv: list[str]) -> int:
     except C.typer.Abort:
         C.say_error("interrupted")
         return 130
-    except errors.NoArgsIsHelpError:  # `diag`, `diag rules`: typer has shown the help
+    except C.click_exceptions().NoArgsIsHelpError:  # `diag`, `diag rules`: typer has shown the help
         return 0
-    except errors.UsageError as exc:
+    except C.click_exceptions().UsageError as exc:
         C.say_error(C.usage_message(exc, argv))
         return 2
-    except errors.ClickException as exc:
+    except C.click_exceptions().ClickException as exc:
         C.say_error(exc.format_message())
         return 2
     except KeyboardInterrupt:
@@ -148,6 +160,33 @@ def _run(argv: list[str]) -> int:
         return _internal(exc)
     except Exception as exc:  # a bug in diag: one line, the traceback only on request
         return _internal(exc)
+
+
+def _direct(argv: list[str]) -> int | None:
+    """`diag analyze …` without typer, for an argument list that `analyze.direct_args` reads as
+    typer would (None: typer parses it): the group's callback with its defaults, then the command,
+    its exceptions handled as typer's `main` handles them (standalone_mode=False)."""
+    from .analyze import command, direct_args
+    kw = direct_args(argv[1:])
+    if kw is None:
+        return None
+    C.STATE.quiet, C.STATE.verbose, C.STATE.color = False, False, C.Color.auto
+    try:
+        return command(**kw)
+    except EOFError as exc:
+        try:
+            sys.stderr.write("\n")
+        except (OSError, ValueError, AttributeError):
+            pass
+        raise C.typer.Abort() from exc
+    except KeyboardInterrupt:
+        return 130
+    except OSError as exc:
+        if exc.errno == errno.EPIPE:
+            from typer._click.utils import PacifyFlushWrapper
+            sys.stdout, sys.stderr = PacifyFlushWrapper(sys.stdout), PacifyFlushWrapper(sys.stderr)
+            sys.exit(1)
+        raise
 
 
 def _internal(exc: BaseException) -> int:

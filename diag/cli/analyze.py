@@ -5,33 +5,110 @@ import sys
 from typing import List, Optional
 
 from . import common as C
-from .common import Format, typer
+from .common import Format
 
 
 def register(app) -> None:
+    from .common import typer
+
+    def analyze(
+        files: Optional[List[str]] = typer.Argument(None, help="Server logs (.gz/.xz/.bz2 accepted) and nvidia-smi outputs; "
+                                                    "'-' or nothing when piped: standard input. A file named like an option: ./-x.log or after --."),
+        smi: List[str] = typer.Option([], "--smi", help="An nvidia-smi output (any format); may repeat."),
+        fmt: Format = C.format_option(),
+        output: Optional[str] = typer.Option(None, "--output", "-o", help="Write the output to this file ('-': standard output)."),
+        html: Optional[str] = typer.Option(None, "--html", help="Also write a self-contained HTML incident report here."),
+        fail_on: Optional[C.FailOn] = typer.Option(None, "--fail-on", help="Exit 1 when a finding is at least this severe (default: error)."),
+        sglang_version: Optional[str] = typer.Option(None, "--sglang-version", help="SGLang version, when the log does not show it."),
+        launch: Optional[str] = typer.Option(None, "--launch", help="The launch command, when the log does not show it."),
+        model_config: Optional[str] = typer.Option(None, "--model-config", help="The model's config.json (or its folder), for models diag does not know."),
+        redact: Optional[bool] = typer.Option(None, "--redact/--no-redact", help="Redact secrets, user names, hosts (default: on for markdown, slack, html, sarif, github)."),
+        ignore: List[str] = typer.Option([], "--ignore", help="Leave out the findings of this rule (id or name); may repeat."),
+        select: List[str] = typer.Option([], "--select", help="Only findings of this category (or category prefix, e.g. oom); may repeat."),
+        max_bytes: Optional[int] = typer.Option(None, "--max-bytes", min=1, help="Read at most this many bytes of text per input (default 1 GiB)."),
+        max_lines: Optional[int] = typer.Option(None, "--max-lines", min=1, help="Read at most this many lines per input (default 2,000,000)."),
+        quiet: bool = typer.Option(False, "--quiet", "-q", help="No notes on stderr (as `diag -q analyze`)."),
+        verbose: bool = typer.Option(False, "--verbose", "-v", help="Notes on stderr: inputs, caps reached, config used."),
+    ) -> None:
+        """Find the root cause of an SGLang failure, with evidence and the flag changes to make."""
+        raise typer.Exit(command(files, smi, fmt, output, html, fail_on, sglang_version, launch, model_config, redact,
+                                 ignore, select, max_bytes, max_lines, quiet, verbose))
+
     app.command(context_settings={"help_option_names": ["-h", "--help"]})(analyze)
 
 
-def analyze(
-    files: Optional[List[str]] = typer.Argument(None, help="Server logs (.gz/.xz/.bz2 accepted) and nvidia-smi outputs; "
-                                                "'-' or nothing when piped: standard input. A file named like an option: ./-x.log or after --."),
-    smi: List[str] = typer.Option([], "--smi", help="An nvidia-smi output (any format); may repeat."),
-    fmt: Format = C.format_option(),
-    output: Optional[str] = typer.Option(None, "--output", "-o", help="Write the output to this file ('-': standard output)."),
-    html: Optional[str] = typer.Option(None, "--html", help="Also write a self-contained HTML incident report here."),
-    fail_on: Optional[C.FailOn] = typer.Option(None, "--fail-on", help="Exit 1 when a finding is at least this severe (default: error)."),
-    sglang_version: Optional[str] = typer.Option(None, "--sglang-version", help="SGLang version, when the log does not show it."),
-    launch: Optional[str] = typer.Option(None, "--launch", help="The launch command, when the log does not show it."),
-    model_config: Optional[str] = typer.Option(None, "--model-config", help="The model's config.json (or its folder), for models diag does not know."),
-    redact: Optional[bool] = typer.Option(None, "--redact/--no-redact", help="Redact secrets, user names, hosts (default: on for markdown, slack, html, sarif, github)."),
-    ignore: List[str] = typer.Option([], "--ignore", help="Leave out the findings of this rule (id or name); may repeat."),
-    select: List[str] = typer.Option([], "--select", help="Only findings of this category (or category prefix, e.g. oom); may repeat."),
-    max_bytes: Optional[int] = typer.Option(None, "--max-bytes", min=1, help="Read at most this many bytes of text per input (default 1 GiB)."),
-    max_lines: Optional[int] = typer.Option(None, "--max-lines", min=1, help="Read at most this many lines per input (default 2,000,000)."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No notes on stderr (as `diag -q analyze`)."),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Notes on stderr: inputs, caps reached, config used."),
-) -> None:
-    """Find the root cause of an SGLang failure, with evidence and the flag changes to make."""
+# analyze's options as typer declares them above: name -> (parameter, the type of its value, or a flag's constant)
+_OPTIONS = {
+    "--smi": ("smi", str), "--format": ("fmt", Format), "-f": ("fmt", Format), "--output": ("output", str),
+    "-o": ("output", str), "--html": ("html", str), "--fail-on": ("fail_on", C.FailOn),
+    "--sglang-version": ("sglang_version", str), "--launch": ("launch", str), "--model-config": ("model_config", str),
+    "--redact": ("redact", True), "--no-redact": ("redact", False), "--ignore": ("ignore", str),
+    "--select": ("select", str), "--max-bytes": ("max_bytes", int), "--max-lines": ("max_lines", int),
+    "--quiet": ("quiet", True), "-q": ("quiet", True), "--verbose": ("verbose", True), "-v": ("verbose", True),
+}
+_REPEATED = ("smi", "ignore", "select")
+_DEFAULTS = {"smi": [], "fmt": Format.text, "output": None, "html": None, "fail_on": None, "sglang_version": None,
+             "launch": None, "model_config": None, "redact": None, "ignore": [], "select": [], "max_bytes": None,
+             "max_lines": None, "quiet": False, "verbose": False}
+
+
+def direct_args(argv: list[str]) -> dict | None:
+    """The arguments typer would call `command` with for `diag analyze ARGV`, when ARGV holds only
+    files and analyze's options, each spelt out whole, given once (repeatable ones aside), with a
+    value that typer would take as it is; None for anything else (a cluster like -qv, --opt=value,
+    --help, a typo, a value to check or convert): typer parses those, errors and help included.
+    Lets a plain run skip importing typer and building its command (~20 ms of a paste's start-up);
+    tests/test_cli.py checks it against typer's own parse."""
+    kw = {k: (list(v) if isinstance(v, list) else v) for k, v in _DEFAULTS.items()}
+    files: list[str] = []
+    given: set[str] = set()
+    i, n = 0, len(argv)
+    while i < n:
+        a = argv[i]
+        i += 1
+        if a == "--":
+            files.extend(argv[i:])
+            break
+        if a == "-" or not a.startswith("-"):
+            files.append(a)
+            continue
+        spec = _OPTIONS.get(a)
+        if spec is None:
+            return None
+        name, kind = spec
+        if isinstance(kind, bool):
+            value = kind
+        else:
+            if i >= n:
+                return None
+            value = argv[i]
+            i += 1
+            if value.startswith("-") and value != "-":
+                return None
+            if kind is int:
+                if not (value.isascii() and value.isdigit()) or int(value) < 1:
+                    return None
+                value = int(value)
+            elif kind is not str:
+                if value not in kind._value2member_map_:
+                    return None
+                value = kind(value)
+        if name in _REPEATED:
+            kw[name].append(value)
+        elif name in given:
+            return None
+        else:
+            given.add(name)
+            kw[name] = value
+    kw["files"] = files or None
+    return kw
+
+
+def command(files: Optional[List[str]], smi: List[str], fmt: Format, output: Optional[str], html: Optional[str],
+            fail_on: Optional[C.FailOn], sglang_version: Optional[str], launch: Optional[str], model_config: Optional[str],
+            redact: Optional[bool], ignore: List[str], select: List[str], max_bytes: Optional[int], max_lines: Optional[int],
+            quiet: bool, verbose: bool) -> int:
+    """diag analyze; its exit code."""
     from pathlib import Path
     if quiet and verbose:
         C.fail("--quiet and --verbose cannot be given together")
@@ -78,7 +155,7 @@ def analyze(
     C.write_output(render(report, fmt, do_redact, C.use_color(fmt, to_file)), output)
     if html is not None:
         C.write_output(render(report, Format.html, True if redact is None else redact, False), html)
-    raise typer.Exit(exit_code(report, fail_level))
+    return exit_code(report, fail_level)
 
 
 def _stdin_piped() -> bool:

@@ -8,9 +8,16 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
-import typer
-
 __all__ = ["typer", "Format", "FailOn", "Color", "STATE", "fail", "write_output", "settings"]
+
+
+def __getattr__(name: str):
+    """`C.typer` (and `from .common import typer`) imports typer when first asked for: a plain
+    `diag analyze` runs without it (diag/cli/__init__.py, `_direct`), ~20 ms of start-up."""
+    if name == "typer":
+        import typer
+        return typer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class Format(str, Enum):
@@ -54,6 +61,7 @@ FORMAT_HELP = "Output format: text, json, markdown, slack, slack-blocks, html, s
 
 
 def format_option(default: Format = Format.text):
+    import typer
     return typer.Option(default, "--format", "-f", help=FORMAT_HELP, case_sensitive=False)
 
 
@@ -89,6 +97,7 @@ def verbose(message: str) -> None:
 
 def fail(message: str, code: int = 2) -> None:
     say_error(message)
+    import typer
     raise typer.Exit(code)
 
 
