@@ -448,3 +448,47 @@ def test_a_plain_analyze_runs_without_typer_and_is_parsed_as_typer_parses_it(mon
             "print(code, 'typer' in sys.modules)" % SAMPLE)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, cwd=ROOT, timeout=60)
     assert proc.stdout.decode().split() == ["1", "False"], proc
+
+
+def test_the_process_ends_without_teardown_after_every_exit_handler(tmp_path):
+    """main's last atexit handler ends the process with os._exit (the interpreter's teardown is
+    ~25 ms of a paste's CPU): the output is whole on a pipe, the exit status is main's, and the
+    other handlers ran first (diag.cache's write-back leaves its memo files)."""
+    cache = tmp_path / "cache"
+    proc = sub("analyze", SAMPLE, "--format", "json", env={"DIAG_CACHE_DIR": str(cache)})
+    assert proc.returncode == 1 and json.loads(proc.stdout)["findings"], proc.stderr
+    assert any(p.name.startswith("rx-required") for p in cache.iterdir())
+    err = sub("analyze", str(tmp_path / "missing.log"), env={"DIAG_CACHE_DIR": str(cache)})
+    assert err.returncode == 2 and err.stderr.decode().startswith("diag: error:")
+    # teardown skipped: a global's __del__ never runs; with a handler registered before main, it does
+    code = ("import atexit, sys\nfrom diag import cli\nclass D:\n    def __del__(self): print('torn down')\n"
+            "d = D()\nsys.argv = ['diag', '--version']\n%scli.main()")
+    fast = subprocess.run([sys.executable, "-c", code % ""], capture_output=True, cwd=ROOT, timeout=60)
+    assert fast.returncode == 0 and fast.stdout.decode().startswith("diag ") and "torn down" not in fast.stdout.decode()
+    late = subprocess.run([sys.executable, "-c", code % "atexit.register(print, 'handler ran')\n"],
+                          capture_output=True, cwd=ROOT, timeout=60)
+    assert late.returncode == 0 and late.stdout.decode().split("\n")[1:3] == ["handler ran", "torn down"], late.stdout
+
+
+def test_small_plain_files_are_analysed_with_the_cycle_collector_paused(tmp_path, monkeypatch):
+    """Only plain files up to GC_PAUSE_MAX (not stdin, not compressed, not larger); the collector
+    is on again after the run, and a caller's paused collector stays paused."""
+    import gc
+    from diag import cli
+    small, big, packed = tmp_path / "a.log", tmp_path / "b.log", tmp_path / "c.log.gz"
+    small.write_text("[2026-05-14 09:12:01] hello\n")
+    big.write_bytes(b"x" * (cli.GC_PAUSE_MAX + 1))
+    packed.write_bytes(gzip.compress(b"[2026-05-14 09:12:01] hello\n"))
+    assert cli._small_inputs([str(small), SAMPLE])
+    for paths in ([], ["-"], [str(big)], [str(small), str(packed)], [str(tmp_path)], [str(tmp_path / "none.log")]):
+        assert not cli._small_inputs(paths), paths
+    seen = []
+    import diag.cli.analyze as A
+    monkeypatch.setattr(A, "command", lambda **kw: seen.append(gc.isenabled()) or 0)
+    assert cli._run(["analyze", str(small)]) == 0 and cli._run(["analyze", str(big)]) == 0
+    assert seen == [False, True] and gc.isenabled()
+    gc.disable()
+    try:
+        assert cli._run(["analyze", str(big)]) == 0 and not gc.isenabled()
+    finally:
+        gc.enable()
