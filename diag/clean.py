@@ -75,6 +75,16 @@ VIEWER_STAMP = rx.compile(r"^\s*\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:
 JSON_TEXT_KEYS = ("log", "message", "msg", "MESSAGE", "text")
 
 
+# What a line must hold for VIEWER_STAMP / COMPOSE to match it (RE2's \s and \d are ASCII): tested
+# first, so that learning from a log's first lines calls the engine only on the lines that may match
+def _may_stamp(line: str) -> bool:
+    return line.lstrip(" \t\n\f\r")[:1].isdigit()
+
+
+def _may_compose(line: str) -> bool:
+    return line[:1].isalnum() and "|" in line
+
+
 def _json_text(line: str) -> str | None:
     """The log text of a collector's JSON record ({"log": "...", "stream": ...}), or None."""
     s = line.strip()
@@ -225,11 +235,11 @@ class Cleaner:
                 self.info.removed.append("JSON log records (the text of their log/message field)")
                 work = [d if d is not None else l for d, l in zip(decoded, nonblank)]
                 nonblank = work
-            stamps = sum(1 for l in nonblank if VIEWER_STAMP.match(l))
+            stamps = sum(1 for l in nonblank if _may_stamp(l) and VIEWER_STAMP.match(l))
             if stamps >= 2 and stamps >= 0.25 * len(nonblank) and stamps < len(nonblank):
                 self._viewer = True
                 self.info.removed.append("a log viewer's timestamp-only lines")
-                work = [l for l in work if not VIEWER_STAMP.match(l)]
+                work = [l for l in work if not (_may_stamp(l) and VIEWER_STAMP.match(l))]
         if self.light:
             if _majority(QUOTE_STRIPPER, work):
                 self._strippers.append(QUOTE_STRIPPER)
@@ -240,7 +250,7 @@ class Cleaner:
                 self._strippers.append(stripper)
                 self.info.removed.append(stripper.name)
                 work = [stripper.strip(l) for l in work]
-        names = Counter(m.group(1) for l in work if (m := COMPOSE.match(l)))
+        names = Counter(m.group(1) for l in work if _may_compose(l) and (m := COMPOSE.match(l)))
         if names:
             svc, n = names.most_common(1)[0]
             if n >= max(2, 0.4 * sum(1 for l in work if l.strip())):

@@ -11,7 +11,6 @@ from __future__ import annotations
 import datetime
 
 from . import commands
-from .memory.provenance import ITEM_KEYS
 from .report import Finding, Launch, Report
 
 RADIUS = 3            # lines kept around each evidence line (the HTML shows them all for the root cause)
@@ -194,6 +193,7 @@ def memory_sources(finding: Finding, facts, readings: dict) -> None:
     prov = m.pop("provenance", None) if m else None
     if not m:
         return
+    from .memory.provenance import ITEM_KEYS   # the memory model's package: only for a finding with a budget
     items = m.get("items") or []
     shown = {ITEM_KEYS.get(i.get("name")) for i in items}
     sources: dict[str, dict] = {}

@@ -1026,12 +1026,14 @@ def _ts_columns(ts) -> list[float]:
     if len(days) == 1:
         base = ts_seconds(next(iter(days)) + " 00:00:00")
         if base == base:
-            hours = map(mul, map(int, map(itemgetter(slice(11, 13)), ts)), repeat(3600))
-            minutes = map(mul, map(int, map(itemgetter(slice(14, 16)), ts)), repeat(60))
+            # the day's start, its hours and its minutes: one sum per minute the rows name, added
+            # in ts_seconds' order (whole seconds: exact), then each row's seconds
+            minute = list(map(itemgetter(slice(11, 16)), ts))
+            start = {k: base + int(k[:2]) * 3600 + int(k[3:]) * 60 for k in set(minute)}
             rest = map(itemgetter(slice(17, None)), ts)
             if "," in "".join(ts):
                 rest = map(methodcaller("replace", ",", "."), rest)
-            return list(map(add, map(add, map(add, repeat(base), hours), minutes), map(float, rest)))
+            return list(map(add, map(start.__getitem__, minute), map(float, rest)))
     out = []
     day = [None, NAN]
     for t in ts:
