@@ -112,7 +112,7 @@ def build(parsers: list[LogParser], smi_snapshots: list, explicit_versions: list
     for p in parsers:
         f.events.extend(p.events)
         f.batches.append(p.batches)
-        f.advice.extend((p.input, n, flag) for n, flag in getattr(p, "advice", ()))
+        f.advice.extend((p.input, n, flag, value) for n, flag, value in getattr(p, "advice", ()))
         f.context.update({(p.input, n): t for n, t in p.context.items()})
         f.lines_total += p.lines
         f.content_lines += p.content_lines
@@ -1015,12 +1015,33 @@ def _advised(f: Facts) -> list[dict]:
     release's parser and not already on the command line: [{flag, line, input}]."""
     from .flags import raw_definitions
     out: list[dict] = []
-    for inp, line, flag in f.advice:
+    for inp, line, flag, value in f.advice:
         defs = raw_definitions(flag)
-        if not defs or not defs[-1].get("switch") or flag in f.flags or any(o["flag"] == flag for o in out):
+        if not defs or any(o["flag"] == flag for o in out):
             continue
-        out.append({"flag": flag, "line": line, "input": inp})
+        if defs[-1].get("switch"):
+            if flag in f.flags:
+                continue
+            out.append({"flag": flag, "line": line, "input": inp, "switch": True, "value": None})
+            continue
+        # a flag with a value: only a value the flag takes ('please use --attention-backend triton
+        # instead'), never a word of the sentence, and not the value already in use
+        choices = {str(c) for d in defs for c in d.get("choices") or ()}
+        typ = defs[-1].get("type")
+        ok = value is not None and ((choices and value in choices) or
+                                    (not choices and typ in ("int", "float") and _numeric(value, typ)))
+        if not ok or str(f.flags.get(flag)) == value:
+            continue
+        out.append({"flag": flag, "line": line, "input": inp, "switch": False, "value": value})
     return out[:3]
+
+
+def _numeric(value: str, typ: str) -> bool:
+    try:
+        (int if typ == "int" else float)(value)
+        return True
+    except ValueError:
+        return False
 
 
 def _server_kwarg(f: Facts) -> dict | None:
@@ -1121,8 +1142,8 @@ FACT_PATHS: dict[str, tuple[str, object]] = {
                         lambda f: _msg_entry_text(f.failure_event, "meaning")),
     "failure.action": ("what the catalog says to do about it (hand lists and reviews only)",
                        lambda f: _msg_entry_text(f.failure_event, "action")),
-    "advice.flags": ("switches the log's own text tells the user to add (SGLang's workaround hints): a list of "
-                     "{flag, line}, at most 3", lambda f: _advised(f) or None),
+    "advice.flags": ("flags the log's own text tells the user to add (SGLang's workaround hints): switches, and "
+                     "flags with a value they take; a list of {flag, line, switch, value}, at most 3", lambda f: _advised(f) or None),
     "server_kwarg.name": ("a ServerArgs keyword the installed SGLang does not know (a caller passed it)",
                           lambda f: (_server_kwarg(f) or {}).get("name")),
     "server_kwarg.event": ("the line that refuses it", lambda f: (_server_kwarg(f) or {}).get("event")),

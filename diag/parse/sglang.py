@@ -50,7 +50,8 @@ SOURCE_STATEMENT = rx.compile(r"^(?:[A-Za-z_][\w.]*(?:\[[^\]]*\])*\s*(?:,\s*[A-Z
 PROSE = rx.compile(r"(?:\b[A-Za-z]{2,}\b[ ,]+){4}")
 # advice in the log's own words: a flag to add ('add --x to your launch command', 'please use --x',
 # 'try adding --x', 'by --x'); 'not using --x' / 'remove --x' / 'without --x' are not advice to add it
-ADVICE = rx.compile(r"\b(?:add|adding|use|using|pass|passing|try|enable it with|set|setting|by|with)\s+[`'\"]?(?P<flag>--[a-z][a-z0-9-]+)\b")
+ADVICE = rx.compile(r"\b(?:add|adding|use|using|pass|passing|try|enable it with|set|setting|by|with)\s+[`'\"]?(?P<flag>--[a-z][a-z0-9-]+)\b"
+                    r"(?:[ =](?P<value>[A-Za-z0-9_.][A-Za-z0-9_.-]*))?")
 NEGATED = rx.compile(r"\b(?:not|remove|removing|without|drop|dropping|instead of)\s*$")
 # a count that must divide over the TP ranks, named with the TP size it was checked against
 TP_DIVISIBLE = rx.compile(r"divisible by (?:the )?(?:tensor[ _-]?parallel(?:[ _]size| world size)?|tp[ _]?size|tp)\W{0,3}(\d+)")
@@ -259,7 +260,7 @@ class LogParser:
         # SGLang versions the log names outright ('sglang==0.5.6'): version events of their own, not
         # in `events` (a line that only names a version is no SGLang line), in line order
         self.versions: list[Event] = []
-        self.advice: list[tuple[int, str]] = []   # (line, flag) the log's own text says to add
+        self.advice: list[tuple] = []             # (line, flag, value or None) the log's own text says to add
         self._open_line = None                    # a plain line that may continue on the next one
         self.first_batch_dated: list = []     # the wordings that date the first batch line (diag.parse.wording)
 
@@ -627,7 +628,7 @@ class LogParser:
         --disable-piecewise-cuda-graph to your launch command'), never one it says to drop."""
         for m in ADVICE.finditer(stripped):
             if not NEGATED.search(stripped[max(0, m.start() - 12):m.start()]) and len(self.advice) < 16:
-                self.advice.append((lineno, m["flag"]))
+                self.advice.append((lineno, m["flag"], m["value"]))
                 self.mark(lineno)
 
     def _nested(self, lineno, text, ts, rank, stripped) -> None:
@@ -838,6 +839,8 @@ class LogParser:
     # -- exceptions ------------------------------------------------------------------
     def _exception(self, lineno, text, ts, rank, exc_type, message) -> None:
         self._close_exc()
+        if " --" in message:
+            self._advice(lineno, message)
         tb = self._tb
         frames = tb.frames if tb else []
         ev = self._event("exception", lineno, text, ts or (tb.ts if tb else None), rank or (tb.rank if tb else None), type=exc_type, message=message,
