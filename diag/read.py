@@ -71,7 +71,20 @@ class CorruptData(Exception):
     """A compressed body that cannot be decoded (any codec's error, with its message)."""
 
 
-class _Decompressing(io.RawIOBase):
+class _ByRead(io.RawIOBase):
+    """A raw stream whose `read` hands out the bytes as they come; `readinto` only copies them
+    (RawIOBase.read would copy every chunk through a buffer once more)."""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        data = self.read(len(b))
+        b[: len(data)] = data
+        return len(data)
+
+
+class _Decompressing(_ByRead):
     """gzip / xz / bzip2, decoded incrementally: output bounded per read (a bomb never expands in
     memory), concatenated members followed, and the text before a corrupt spot kept."""
 
@@ -98,9 +111,6 @@ class _Decompressing(io.RawIOBase):
         import bz2
         return bz2.BZ2Decompressor()
 
-    def readable(self) -> bool:
-        return True
-
     def _feed(self) -> bytes:
         if self._pending:  # what followed the end of the last member
             data, self._pending = self._pending, b""
@@ -112,11 +122,6 @@ class _Decompressing(io.RawIOBase):
         if not data:
             self._input_done = True
         return data
-
-    def readinto(self, b) -> int:
-        out = self.read(len(b))
-        b[: len(out)] = out
-        return len(out)
 
     def read(self, size: int = -1) -> bytes:
         # bytes as they come (RawIOBase.read would copy them through a buffer once more)
@@ -156,19 +161,11 @@ class _Decompressing(io.RawIOBase):
         return out
 
 
-class _Peek(io.RawIOBase):
+class _Peek(_ByRead):
     """A stream that replays bytes already read, then continues with the source."""
 
     def __init__(self, head: bytes, rest: BinaryIO):
         self._head, self._at, self._rest = memoryview(head), 0, rest
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, b) -> int:
-        data = self.read(len(b))
-        b[: len(data)] = data
-        return len(data)
 
     def read(self, size: int = -1) -> bytes:
         if size is None or size < 0:
@@ -181,19 +178,11 @@ class _Peek(io.RawIOBase):
         return self._rest.read(size)
 
 
-class _Upto(io.RawIOBase):
+class _Upto(_ByRead):
     """At most `limit` bytes of the source (the size a file had when it was opened)."""
 
     def __init__(self, raw: BinaryIO, limit: int):
         self._raw, self._left = raw, limit
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, b) -> int:
-        data = self.read(len(b))
-        b[: len(data)] = data
-        return len(data)
 
     def read(self, size: int = -1) -> bytes:
         if self._left <= 0:
@@ -209,21 +198,13 @@ class _Upto(io.RawIOBase):
         super().close()
 
 
-class _Guarded(io.RawIOBase):
+class _Guarded(_ByRead):
     """The text bytes of an input: decompression errors end it with a note; the byte cap ends it."""
 
     def __init__(self, source: BinaryIO, opened: "Opened", already: int):
         self._src, self._opened, self.count = source, opened, already
         self.capped = False
         self._errors = _decompress_errors()
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, b) -> int:
-        data = self.read(len(b))
-        b[: len(data)] = data
-        return len(data)
 
     def read(self, size: int = -1) -> bytes:
         """At most `size` bytes (the bytes as the source gave them: no copy through a buffer)."""

@@ -1051,13 +1051,18 @@ def _add_columns(series, rows: list, a: int, b: int) -> None:
     series.add_rows(kinds[a:b], lines[a:b], secs[a:b], [col[a:b] for col in rest[:7]])
 
 
-def _small_layout(msg: str):
-    """(fullmatch of a batch message in this line's layout, the series each group fills, kind): the
-    parser's reading of the same line (batches.row_of) for every line the pattern takes."""
+def _layout_of(msg: str):
+    """The layout (heads, keys) of a batch message split at ', ', or None (too many parts, or not one)."""
     parts = msg.split(", ")
     if len(parts) >= 4 * MAX_PARTS:
         return None
-    got = _layout(parts)
+    return _layout(parts)
+
+
+def _small_layout(msg: str):
+    """(fullmatch of a batch message in this line's layout, the series each group fills, kind): the
+    parser's reading of the same line (batches.row_of) for every line the pattern takes."""
+    got = _layout_of(msg)
     if got is None:
         return None
     heads, keys = got
@@ -1096,10 +1101,7 @@ def _frame_layout(line: str):
     m = _PREFIX_RE.match(line)
     if m is None:
         return None
-    parts = line[m.end():].split(", ")
-    if len(parts) >= 4 * MAX_PARTS:
-        return None
-    got = _layout(parts)
+    got = _layout_of(line[m.end():])
     if got is None:
         return None
     heads, keys = got
