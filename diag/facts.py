@@ -60,7 +60,7 @@ class Facts:
     failure_where: P.Where = field(default_factory=P.Where)
     known: "KnownFailure | None" = None                 # the first failure message the catalog has reviewed
     guess: "KnownFailure | None" = None                 # else: the first SGLang failure message its build categorised
-    advice: list = field(default_factory=list)           # (input, line, flag) the log's own text says to add
+    advice: list = field(default_factory=list)           # (input, line, flag, value) the log's own text says to add
     fragment: list[str] = field(default_factory=list)  # why the input looks like a piece of a log
     smi: list = field(default_factory=list)            # SmiSnapshot objects
     http: dict = field(default_factory=dict)
@@ -760,11 +760,13 @@ def _backend_gate(f: Facts) -> list[str] | None:
     subject = {w for i, w in enumerate(words[:-2]) if words[i + 1:i + 3] in (["attention", "backend"], ["backend", "only"])
                and (words[i + 1] == "backend" or (i + 3 < len(words) and words[i + 3] in ("only", "does", "is", "requires")))}
     named = [w for w in dict.fromkeys(words) if w in info.choices and w != current and w not in subject]
-    if not named:
-        return None
+    return _by_backend_preference(named) or None
+
+
+def _by_backend_preference(names: list[str]) -> list[str]:
+    """Attention backends in SGLang's order of preference (others after, in their order)."""
     from .explain.flags import BACKEND_PREFERENCE
-    named.sort(key=lambda n: BACKEND_PREFERENCE.index(n) if n in BACKEND_PREFERENCE else len(BACKEND_PREFERENCE))
-    return named
+    return sorted(names, key=lambda n: BACKEND_PREFERENCE.index(n) if n in BACKEND_PREFERENCE else len(BACKEND_PREFERENCE))
 
 
 def _known_values(f: Facts, flag: str) -> list[str]:
@@ -821,9 +823,8 @@ def _check_choice(f: Facts) -> tuple[str, str] | None:
         v = by_low.get(w.lower())
         if v is not None and w.lower() != current and w.lower() not in refused and v not in named:
             named.append(v)
-    if flag == "--attention-backend" and named:
-        from .explain.flags import BACKEND_PREFERENCE
-        named.sort(key=lambda n: BACKEND_PREFERENCE.index(n) if n in BACKEND_PREFERENCE else len(BACKEND_PREFERENCE))
+    if flag == "--attention-backend":
+        named = _by_backend_preference(named)
     return (flag, named[0]) if named else None
 
 
@@ -937,14 +938,9 @@ def _tp_dividing_heads(f: Facts) -> int | None:
     if not heads:
         # no model config: the count the failed check names ('Total number of attention heads (28) must be …')
         ev = f.failure_event
-        msg = (ev.data.get("message") or "") if ev is not None and ev.data.get("tp_divides_check") else ""
-        from .numbers import to_int
-        import re as _re
-        got = _re.search(r"\((\d+)\)\s*(?:must be|is not|should be) divisible", msg[:400])
-        heads = to_int(got[1]) if got else None
+        heads = ev.data.get("divided_count") if ev is not None and ev.data.get("tp_divides_check") else None
         if not heads:
             return None
-        kv = heads
         # TP sizes are GPU counts: powers of two first
         for n in sorted(range(1, _tp_checked(f)), key=lambda n: (n & (n - 1) != 0, -n)):
             if heads % n == 0:
@@ -1011,8 +1007,8 @@ def _graph_role(f: Facts):
 
 
 def _advised(f: Facts) -> list[dict]:
-    """Switches the log's own text tells the user to add (SGLang's workaround hints), known to some
-    release's parser and not already on the command line: [{flag, line, input}]."""
+    """Flags the log's own text tells the user to add (SGLang's workaround hints), known to some
+    release's parser and not already set so: [{flag, line, input, switch, value}]."""
     from .flags import raw_definitions
     out: list[dict] = []
     for inp, line, flag, value in f.advice:

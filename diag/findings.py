@@ -48,7 +48,9 @@ def _spell(finding: Finding, facts, strict: bool) -> None:
             value = fix.value if fix.action != "remove" else None
             spelled = cat.translate(fix.flag, value) if cat else [(fix.flag, fix.value)]
             undated = getattr(getattr(facts, "version", None), "describe", lambda: "")() == "unknown"
-            wide = _widest(fix.flag, value) if cat and undated else None
+            if undated:
+                from .flags import widest_spelling
+            wide = widest_spelling(fix.flag, value) if cat and undated else None
             if wide is not None and spelled and [wide] != spelled:
                 # the log does not date SGLang: a spelling every catalogued release accepts (the newest as
                 # deprecated) works whatever the user runs; the newest release's own name is noted
@@ -102,11 +104,6 @@ def _spell(finding: Finding, facts, strict: bool) -> None:
                 fix.was = str(facts.env[fix.external_env])
             out.append(fix)
     finding.fix = out
-
-
-def _widest(flag: str, value):
-    from .flags import widest_spelling
-    return widest_spelling(flag, value)
 
 
 def _was(facts, name: str, fix: Fix) -> str | None:

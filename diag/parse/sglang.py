@@ -55,6 +55,8 @@ ADVICE = rx.compile(r"\b(?:add|adding|use|using|pass|passing|try|enable it with|
 NEGATED = rx.compile(r"\b(?:not|remove|removing|without|drop|dropping|instead of)\s*$")
 # a count that must divide over the TP ranks, named with the TP size it was checked against
 TP_DIVISIBLE = rx.compile(r"divisible by (?:the )?(?:tensor[ _-]?parallel(?:[ _]size| world size)?|tp[ _]?size|tp)\W{0,3}(\d+)")
+# the count such a check found not divisible ('Total number of attention heads (28) must be divisible by …')
+DIVIDED_COUNT = rx.compile(r"\((\d+)\)\s*(?:must be|is not|should be) divisible")
 # lines printed by the shell or the interpreter itself, never part of an exception message
 STANDALONE = rx.compile(r"^(?:Killed|Aborted|Bus error|Segmentation fault|Fatal Python error|nohup:|Exit code:|"
                         r"已杀死|已殺死|Getötet|強制終了)")  # bash's 'Killed' in Chinese, German, Japanese locales
@@ -1034,6 +1036,8 @@ def _read_fields(ev: Event) -> None:
     if ev.kind in ("exception", "error") and "divisible by" in message and (tpm := TP_DIVISIBLE.search(message)):
         d["not_divisible_by"] = int(tpm[1][:6])    # '… must be divisible by tensor parallel size (8)'
         d["tp_divides_check"] = True                # the message names the TP size it checked against
+        if (cm := DIVIDED_COUNT.search(message[:400])):
+            d["divided_count"] = int(cm[1][:9])     # 'Total number of attention heads (28) must be …'
     elif ev.kind in ("exception", "error") and ("%" in message or "not divisible by" in message):
         # a check that something divides evenly over the TP ranks: the assertion's source line
         # ('assert self.total_num_heads % tp_size == 0') or ensure_divisibility's 'N is not divisible by M'
