@@ -506,3 +506,9 @@ def test_a_sentence_cut_before_its_full_stop_still_matches_its_message():
     from diag.messages import Catalog
     m = Catalog.open().match_cut("TP rank 1 could finish the model loading, but there are other ranks that didn't finish loading")
     assert m is not None and m.name == "load.other_ranks_unfinished" and m.partial
+
+
+def test_a_line_that_describes_a_launch_is_not_advice():
+    p = parse("[2025-01-01 10:00:00] Server started with --enable-torch-compile and using --chunked-prefill-size 4096\n"
+              "To work around this error, add --disable-piecewise-cuda-graph to your launch command.\n")
+    assert [flag for _, flag, _ in p.advice] == ["--disable-piecewise-cuda-graph"]

@@ -50,7 +50,8 @@ SOURCE_STATEMENT = rx.compile(r"^(?:[A-Za-z_][\w.]*(?:\[[^\]]*\])*\s*(?:,\s*[A-Z
 PROSE = rx.compile(r"(?:\b[A-Za-z]{2,}\b[ ,]+){4}")
 # advice in the log's own words: a flag to add ('add --x to your launch command', 'please use --x',
 # 'try adding --x', 'by --x'); 'not using --x' / 'remove --x' / 'without --x' are not advice to add it
-ADVICE = rx.compile(r"\b(?:add|adding|use|using|pass|passing|try|enable it with|set|setting|by|with)\s+[`'\"]?(?P<flag>--[a-z][a-z0-9-]+)\b"
+# (imperative verbs only: 'started with --x' or 'using --x' describes a launch, it does not advise one)
+ADVICE = rx.compile(r"\b(?:add|adding|use|pass|try|enable it with|set|setting|by)\s+[`'\"]?(?P<flag>--[a-z][a-z0-9-]+)\b"
                     r"(?:[ =](?P<value>[A-Za-z0-9_.][A-Za-z0-9_.-]*))?")
 NEGATED = rx.compile(r"\b(?:not|remove|removing|without|drop|dropping|instead of)\s*$")
 # a count that must divide over the TP ranks, named with the TP size it was checked against
