@@ -43,16 +43,19 @@ async def send_json(send, status: int, payload: dict, headers: dict | None = Non
 
 DRAIN_BYTES = 16 << 20     # before an early 413, read (and drop) this much of the body so the client sees the answer
 DRAIN_SECONDS = 2.0
+DRAIN_PAUSE = 0.25         # a client that sends nothing for this long is not writing: answer it now
 
 
-async def _drain(receive, limit: int, seconds: float) -> None:
+async def _drain(receive, limit: int, seconds: float, pause: float = DRAIN_PAUSE) -> None:
     """Discard what the client is still sending, bounded in bytes and time: a client that is
-    still writing when the connection closes reads a reset instead of the 413."""
+    still writing when the connection closes reads a reset instead of the 413. One that pauses
+    (it sent only the headers and waits for the answer) is answered at once."""
     got = 0
     try:
         async with asyncio.timeout(seconds):
             while got < limit:
-                message = await receive()
+                async with asyncio.timeout(pause):
+                    message = await receive()
                 if message["type"] != "http.request":
                     return
                 got += len(message.get("body", b""))

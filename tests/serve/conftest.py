@@ -104,14 +104,14 @@ def settings_for(stub: SlackStub, **overrides) -> Settings:
     values = dict(slack_bot_token=BOT_TOKEN, slack_signing_secret=SIGNING_SECRET, slack_api_url=f"{stub.base}/api/",
                   slack_file_hosts=[netloc], mattermost_tokens=[MM_TOKEN], mattermost_url=stub.base,
                   mattermost_bot_token=MM_BOT_TOKEN, workers=2, queue=64, max_bytes=8 * MiB, chat_max_bytes=1 * MiB,
-                  time_limit=30, body_timeout=2.0, idle_timeout=1.5, download_timeout=10)
+                  time_limit=30, body_timeout=1.0, idle_timeout=0.75, download_timeout=10)
     values.update(overrides)
     return Settings(**values)
 
 
 @pytest.fixture(scope="session")
 def service(stub):
-    """The service as an SRE team would run it, with the test's limits (8 MiB, 2 s per body)."""
+    """The service as an SRE team would run it, with the test's limits (8 MiB, 1 s per body)."""
     app = create_app(settings_for(stub))
     with running(app, limit_concurrency=200) as base:
         yield base
