@@ -47,8 +47,9 @@ QUOTE_STRIPPER = Stripper("quote", QUOTE, lambda l: _lead(l) == ">")
 # Prefixes removed only when most sampled lines carry them.
 MAJORITY = [
     QUOTE_STRIPPER,
-    Stripper("timestamp", rx.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\s+"
-                                     r"(?:(?:stdout|stderr)\s+[FP]\s+)?"), lambda l: l[:1].isdigit()),
+    # one space after the stamp: what follows is the line as written, its indentation included
+    Stripper("timestamp", rx.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?[ \t]"
+                                     r"(?:(?:stdout|stderr)[ \t][FP][ \t])?"), lambda l: l[:1].isdigit()),
     # a cloud log console's copy (Google Cloud Logging, and the like): 'ERROR 2025-04-05T00:01:19.509514570Z msg'
     Stripper("severity-timestamp", rx.compile(r"^(?:DEFAULT|DEBUG|INFO|NOTICE|WARNING|WARN|ERROR|CRITICAL|ALERT|EMERGENCY)\s+"
                                               r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\s+"),
@@ -171,6 +172,40 @@ def _common_literal_prefix(lines: list[str]) -> str | None:
     return prefix
 
 
+def _strip_always(line: str) -> str:
+    for stripper in ALWAYS:
+        line = stripper.strip(line)
+    return line
+
+
+_INDENTS: dict[str, Stripper] = {}
+
+
+def _common_indent(lines: list[str]) -> Stripper | None:
+    """The indentation every content line shares: a paste indented as a block (Markdown's code
+    block, a forum's quote, an e-mail), removed so that records start the line again. Not the
+    indentation of a bare traceback fragment, whose least indented lines are all its frames."""
+    nonblank = [l for l in lines if l.strip()]
+    if not nonblank:
+        return None
+    lead = min((l[: len(l) - len(l.lstrip(" \t"))] for l in nonblank), key=len)
+    if not lead or (lead.strip(" ") and lead.strip("\t")):    # none, or spaces and tabs mixed
+        return None
+    if not all(l.startswith(lead) for l in nonblank):
+        return None
+    least = [l[len(lead):] for l in nonblank if not l[len(lead):][:1].isspace()]
+    if all(l.startswith(("File \"", "^", "~")) for l in least):
+        return None
+    key = lead
+    if key not in _INDENTS:
+        width = len(lead)
+        unit = "\t" if lead[0] == "\t" else " "
+        _INDENTS[key] = Stripper(f"indentation of {width} {'tab' if unit == chr(9) else 'space'}{'s' if width > 1 else ''}",
+                                 rx.compile("^" + ("\\t" if unit == chr(9) else " ") + "{1," + str(width) + "}"),
+                                 lambda l, c=lead[0]: l[:1] == c)
+    return _INDENTS[key]
+
+
 def _mid_token(prev: str, nxt: str) -> bool:
     """The break falls inside a word, a flag or a number, or right at a space — as a hard wrap does
     (and not between a record's last value and an unrelated line such as 'Killed')."""
@@ -211,7 +246,8 @@ def _wrap_width(lines: list[str], starts_record) -> int | None:
     mid_word = [i for i in follows if _mid_token(lines[i], lines[i + 1])]
     if len(full) >= 3 and len(follows) >= 0.6 * len(full):
         return top
-    return top if mid_word and len(mid_word) == len(full) else None
+    # few full-width lines: each is followed by the rest of itself, and one at least breaks mid-word
+    return top if mid_word and len(follows) == len(full) else None
 
 
 class Cleaner:
@@ -224,6 +260,8 @@ class Cleaner:
         self._json = False          # records are JSON objects from a log collector
         self._viewer = False        # a viewer's timestamp-only lines sit between the records
         self._bare = False          # learned nothing but the ALWAYS prefixes (set by learn)
+        self._indent: Stripper | None = None   # the indentation every line of the paste shares
+        self._inner_indent: Stripper | None = None   # ... under the prefixes removed
 
     def _learn(self, sample: list[str]) -> None:
         work = sample
@@ -245,6 +283,14 @@ class Cleaner:
                 self._strippers.append(QUOTE_STRIPPER)
                 self.info.removed.append("quote")
             return
+        # what is removed wherever it appears (a Ray actor's tag) is removed before the others are
+        # learned: '(EngineActor pid=…) sglang-1  | …' carries a compose prefix under the tag
+        work = [_strip_always(l) for l in work]
+        indent = _common_indent(work)
+        if indent:
+            self._indent = indent           # removed once per line (the others repeat: prefixes stack)
+            self.info.removed.append(indent.name)
+            work = [indent.strip(l) for l in work]
         for stripper in MAJORITY:
             if _majority(stripper, work):
                 self._strippers.append(stripper)
@@ -261,6 +307,13 @@ class Cleaner:
         if literal:
             self._literal = literal
             self.info.removed.append(f"line prefix '{literal.strip()}'")
+            work = [l[len(literal):] if l.startswith(literal) else l for l in work]
+        if self._strippers != ALWAYS or self._compose or self._literal:
+            # an indented paste under a collector's prefix ('2026-…Z     RuntimeError: …')
+            inner = _common_indent(work)
+            if inner:
+                self._inner_indent = inner
+                self.info.removed.append(inner.name)
 
     def _strip_compose(self, line: str) -> str:
         m = COMPOSE.match(line)
@@ -277,6 +330,9 @@ class Cleaner:
                 line = _strip_ansi(text)
         if self._viewer and VIEWER_STAMP.match(line):
             return None
+        if self._indent is not None:
+            line = _strip_always(line)
+            line = self._indent.strip(line)
         for _ in range(3):  # prefixes stack (timestamp + compose + ray)
             before = line
             for stripper in self._strippers:
@@ -287,6 +343,8 @@ class Cleaner:
                 line = line[len(self._literal):]
             if line == before:
                 break
+        if self._inner_indent is not None:
+            line = self._inner_indent.strip(line)
         if _fence(line):
             return None
         return _inline_code(line)
@@ -342,7 +400,7 @@ class Cleaner:
         """Nothing learned: a line without ANSI codes, Ray or kubectl prefixes, fences or embedded
         records is its own cleaned text (the fast reader, diag/scan.py, relies on this)."""
         return (not self.light and self._strippers == ALWAYS and self._compose is None and self._literal is None
-                and self.info.wrap_width is None)
+                and self._indent is None and self.info.wrap_width is None)
 
     def emit(self, lineno: int, raw: str) -> Iterator[tuple[int, str]]:
         """One raw line, cleaned (split where records ran together; nothing for a fence)."""

@@ -20,7 +20,7 @@ import pytest
 from diag.analyze import analyze
 
 DATA = Path(__file__).parent / "data"
-CASES = sorted(p for sub in ("sglang", "extra", "extra2", "blind", "holdout", "fresh", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7") for p in (DATA / sub).glob("*.log"))
+CASES = sorted(p for sub in ("sglang", "extra", "extra2", "blind", "holdout", "fresh", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7", "fresh8") for p in (DATA / sub).glob("*.log"))
 
 # case -> why the category differs from the label
 CATEGORY_GAPS = {
@@ -43,7 +43,6 @@ CATEGORY_GAPS = {
     "d03-rocm720-hip-graph-capture-invalidated-aiter-ar": "an HSA hardware exception is read as a GPU fault; that a ROCm runtime bug invalidated the HIP graph capture is only in the thread",
     "d05-dynamo-kv-events-publisher-every-tp-rank-port-collision": "the paste stops inside the scheduler's error line; the ZMQ bind error is only in the issue title",
     "e01-ascend-pd-prefill-overlap-gloo-context-corruption": "SGLang's PD 'context corruption' warning before a gloo abort is not yet read as the overlap scheduler on the prefill node",
-    "f15-gdn-fp16-conv-state-bf16-index-put-dtype": "a dtype mismatch in index_put on the GDN conv state is printed without a line diag reads as a failure",
     "f18-hicache-ratio-host-pool-1p4tb-small-model": "the hierarchical cache's host pool sized from --hicache-ratio for a small model is told in prose, not in an error line",
     # fresh4: 22 logs gathered in the next session, first look in tests/data/fresh4/FIRST_LOOK.md
     "d02-ktransformers-dsv4-flash-oom-missing-kt-weight-path": "a traceback cut inside the model runner's init is not read as an OOM of KTransformers' experts kept on the GPU; the missing --kt-weight-path is only in the thread",
@@ -59,6 +58,9 @@ CATEGORY_GAPS = {
     "r02-no-cuda-graph-padding-torch-compile-autotune-hang": "three torch.compile AUTOTUNE lines and no SGLang line; the two flags are only in the thread",
     # fresh7: 6 logs, first look in tests/data/fresh7/FIRST_LOOK.md
     "a01-chunked-prefill-disable-radix-being-chunked-req-assert": "the paste holds the command and batch lines only; the scheduler's assertion is only in the issue title",
+    # fresh8: 7 logs, first look in tests/data/fresh8/FIRST_LOOK.md
+    "b02-heterogeneous-gpu-jit-arch": "two quoted errors, 'no kernel image' and a JIT build's missing FlashInfer header: the build failure is read as the cause; that the GPUs differ in architecture is only in the thread",
+    "b03-multinode-cuda-graph-capture-deadlock": "the input is nvidia-smi dmon's utilisation samples only (96% SM, no memory traffic): no SGLang line",
 }
 # case -> the labelled fix flags diag does not suggest, and why
 FIX_GAPS = {
@@ -85,6 +87,7 @@ FIX_GAPS = {
     "r02-no-cuda-graph-padding-torch-compile-autotune-hang": "three torch.compile AUTOTUNE lines and no SGLang line; the two flags are only in the thread",
     "c01-b300-sm103-fa4-vision-arch-assert": "the two-line paste does not show that the failing FA4 kernel is the vision tower's, so --mm-attention-backend is not offered",
     "d02-ktransformers-dsv4-flash-oom-missing-kt-weight-path": "a traceback cut inside the model runner's init is not read as an OOM of KTransformers' experts kept on the GPU; the missing --kt-weight-path is only in the thread",
+    "b03-multinode-cuda-graph-capture-deadlock": "no SGLang line: the capture that hung (and --disable-cuda-graph) is only in the write-up",
 } | {k: v for k, v in CATEGORY_GAPS.items() if k in (
     "x24-llava-next-72b-single-gpu-weights-oom", "y07-gemma3-27b-bnb4-4090-not-enough-memory",
     "y14-inkling-mtp-eighth-draft-pool-oom",

@@ -23,6 +23,8 @@ the rule files (rules/env/).
 """
 from __future__ import annotations
 
+import os
+
 from . import Explainer, ExplainContext, Values
 
 PROVIDES = (
@@ -308,6 +310,60 @@ def _module(hits, v: dict) -> None:
 
 # SGLang's warnings that it skipped a model module because importing it failed
 IMPORT_IGNORED = ("models.import_error_ignored", "models.import_error_ignored_colon", "models.import_error_ignored_arch")
+# the class-name endings of an architecture, longest first ('Qwen3MoeForCausalLM' -> 'Qwen3Moe')
+_ARCH_SUFFIXES = ("ForConditionalGeneration", "ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering",
+                  "ForRewardModel", "ForCausalLM", "ForMaskedLM", "ForEmbedding", "LMHeadModel", "Model")
+
+
+def _stem(name: str) -> str:
+    return "".join(ch for ch in name.lower() if ch.isascii() and ch.isalnum())
+
+
+def _arch_names(value) -> list[str]:
+    """The architecture names of a message's field: a list, or its printed form ("['A', 'B']")."""
+    if isinstance(value, (list, tuple)):
+        return [str(v) for v in value]
+    import ast
+    try:
+        got = ast.literal_eval(str(value))
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        got = str(value)
+    if isinstance(got, (list, tuple, set)):
+        return [str(v) for v in got]
+    return [w for w in str(got).replace(",", " ").split() if w]
+
+
+def _arch_stem(arch: str) -> str:
+    for suffix in _ARCH_SUFFIXES:
+        if arch.endswith(suffix) and len(arch) > len(suffix):
+            arch = arch[: -len(suffix)]
+            break
+    return _stem(arch)
+
+
+def _import_ignored(events) -> bool:
+    """Whether a model module SGLang skipped for an import error is the one the model needed: the
+    skip names the architecture, or the log names an architecture as not supported and a skipped
+    module's name shares its stem with it ('qwen3_moe' for Qwen3MoeForCausalLM, 'deepseek_v2' for
+    DeepseekV3ForCausalLM). SGLang prints the skip for optional modules at every start-up (a
+    platform's own backend such as mindspore), which says nothing about another model."""
+    modules = [_stem(str(_fields(e).get("module") or "").rsplit(".", 1)[-1]) for e in events if _name(e) in IMPORT_IGNORED]
+    if not modules:
+        return False
+    if any(_name(e) == "models.import_error_ignored_arch" for e in events):
+        return True
+    archs = []
+    for e in events:
+        if (_name(e) or "").startswith("model.arch_"):
+            archs += _arch_names(_fields(e).get("archs") or "")
+    for arch in archs:
+        a = _arch_stem(arch)
+        for m in modules:
+            if m and a and (m.startswith(a) or a.startswith(m) or len(os.path.commonprefix([a, m])) >= 6):
+                return True
+    return False
+
+
 BUILD_TOOLS = ("ninja", "nvcc", "gcc", "g++", "c++", "cc", "clang", "clang++", "cmake", "make", "hipcc", "ptxas", "ld")
 
 
@@ -394,7 +450,7 @@ def explain(ctx: ExplainContext) -> Values:
     _module(hits, v)
     _library(hits, v)
     _build(hits, v)
-    v["import_ignored"] = any(_name(e) in IMPORT_IGNORED for e in facts.events)
+    v["import_ignored"] = _import_ignored(facts.events)
     v["warmup_failed"] = any(_name(e) in ("warmup.failed", "warmup.failed_aborting") for e in facts.events)
     v["proxy_error"] = any(_name(e) == "requests.proxy_error" for e in hits)
     _host(facts, v)
