@@ -115,6 +115,57 @@ def _split_embedded(text: str) -> list[str]:
     return parts
 
 
+# Where a record started in a paste that lost every newline (copied from a rendered page, where
+# the line breaks of an unfenced log became spaces): a traceback's head, its frames, its closing
+# exception, a record prefix of SGLang or of torch's ranks, a log level at a line's start
+_FLAT_RECORDS = (r" (?:Traceback \(most recent call last\):|File \"[^\"]{1,300}\", line \d+|During handling of the above exception"
+                 r"|The above exception was the direct cause|\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d|\[rank\d+\]:"
+                 r"|\[(?:gpu_id|gpu|TP|DP|PP|EP)=?\d+[^\]\s]{0,20}\] |(?:INFO|WARNING|ERROR|CRITICAL) \d{2}-\d{2})")
+# what tells a flattened paste: record starts inside a line with text after them (an exception type
+# inside a message, 'hit an exception: Traceback (most recent call last):' at a line's end, is normal)
+FLAT_RECORD = rx.compile(_FLAT_RECORDS)
+# where it is cut once it is one: those, and the exception that closes a traceback
+FLAT_MARK = rx.compile(_FLAT_RECORDS[:-1] + r"|(?:[a-z_][a-z0-9_]*\.)*[A-Z][A-Za-z0-9_]*(?:Error|Exception|Exit|Interrupt): )")
+FLAT_MIN = 120          # a line this long holding two record starts, in a paste of at most FLAT_LINES lines
+FLAT_LINES = 3
+
+
+def _flattened(nonblank: list[str]) -> bool:
+    """A paste that lost its newlines: at most FLAT_LINES lines, one of them long and holding at
+    least two record starts (its own start counts: a traceback's head and its frames, or several
+    prefixes)."""
+    if not nonblank or len(nonblank) > FLAT_LINES:
+        return False
+    def records(line: str) -> int:
+        inside = sum(1 for m in FLAT_RECORD.finditer(line) if len(line) - m.end() >= 20)
+        return inside + bool(RECORD_START.match(line))
+
+    return any(len(l) >= FLAT_MIN and records(l) >= 2 for l in nonblank)
+
+
+def _split_flat(text: str) -> list[str]:
+    """A line cut before every record start FLAT_MARK finds (the space before it dropped)."""
+    if len(text) < FLAT_MIN:
+        return [text]
+    parts, start = [], 0
+    for m in FLAT_MARK.finditer(text):
+        if m.start() > start:
+            parts.append(text[start:m.start()])
+            start = m.start() + 1
+    parts.append(text[start:])
+    # a frame's code came after its location on the same line: 'File "x.py", line 3, in f    code'
+    out = []
+    for part in parts:
+        if part.startswith("File \"") and "  " in part:
+            head, _, code = part.partition("  ")
+            out += ["  " + head, "    " + code.strip()] if code.strip() else ["  " + head]
+        elif part.startswith("File \""):
+            out.append("  " + part)
+        else:
+            out.append(part)
+    return out
+
+
 @dataclass
 class Cleaning:
     """What the cleaner decided, for the report's input notes."""
@@ -125,10 +176,36 @@ class Cleaning:
     dropped: int = 0
 
 
+# What a web page, a chat client or a word processor puts in place of the characters a log holds:
+# no-break and other Unicode spaces, zero-width characters and a byte-order mark, typographic quotes
+# ("smart quotes"), and a dash an editor made of the two hyphens of a flag ('—mem-fraction-static')
+_TEXT = str.maketrans({**{c: " " for c in (0xa0, *range(0x2000, 0x200b), 0x202f, 0x205f, 0x3000)},
+                       **{c: None for c in (0x200b, 0x200c, 0x200d, 0x2060, 0xfeff)},
+                       **{c: "'" for c in (0x2018, 0x2019, 0x201a, 0x201b, 0x2032)},
+                       **{c: '"' for c in (0x201c, 0x201d, 0x201e, 0x2033)}})
+_FLAG_DASH = rx.compile("(^|[\\s=(\\[])[\u2013\u2014]([a-z])")
+
+
 def _strip_ansi(line: str) -> str:
+    """The line as text: ANSI codes removed, and what a paste put in place of plain characters
+    (see _TEXT) put back."""
     if "\x1b" in line:
         line = ANSI.sub("", line)
+    if not line.isascii():
+        line = line.translate(_TEXT)
+        if "\u2013" in line or "\u2014" in line:
+            line = _FLAG_DASH.sub(r"\1--\2", line)
     return line.rstrip("\r")
+
+
+_ENTITY = ("&lt;", "&gt;", "&quot;", "&#39;", "&#x27;", "&amp;")
+
+
+def _html_text(line: str) -> str:
+    if "&" not in line:
+        return line
+    import html
+    return html.unescape(line)
 
 
 def _inline_code(line: str) -> str:
@@ -206,6 +283,16 @@ def _common_indent(lines: list[str]) -> Stripper | None:
     return _INDENTS[key]
 
 
+def _double_spaced(lines: list[str]) -> bool:
+    """A blank line after every line of text: no two lines of text are neighbours and at least
+    three are separated so (a paste's spacing, not the log's own blank lines)."""
+    text = [i for i, l in enumerate(lines) if l.strip()]
+    if len(text) < 3:
+        return False
+    return all(b - a >= 2 and not lines[a + 1].strip() for a, b in zip(text, text[1:])) and \
+        sum(1 for a, b in zip(text, text[1:]) if b - a == 2) >= 0.8 * (len(text) - 1)
+
+
 def _mid_token(prev: str, nxt: str) -> bool:
     """The break falls inside a word, a flag or a number, or right at a space — as a hard wrap does
     (and not between a record's last value and an unrelated line such as 'Killed')."""
@@ -262,11 +349,25 @@ class Cleaner:
         self._bare = False          # learned nothing but the ALWAYS prefixes (set by learn)
         self._indent: Stripper | None = None   # the indentation every line of the paste shares
         self._inner_indent: Stripper | None = None   # ... under the prefixes removed
+        self._html = False          # the text was copied HTML-escaped ('&lt;module&gt;', '&quot;')
+        self._double = False        # a blank line after every line (a forum's or e-mail's spacing)
+        self._flat = False          # the paste lost its newlines: records are cut apart again
 
     def _learn(self, sample: list[str]) -> None:
         work = sample
         nonblank = [l for l in work if l.strip()]
         if not self.light and nonblank:
+            if sum(1 for l in nonblank if "&" in l and any(e in l for e in _ENTITY)) >= max(1, 0.1 * len(nonblank)):
+                self._html = True
+                self.info.removed.append("HTML escapes (&lt; &gt; &quot; &#39; &amp;)")
+                work = [_html_text(l) for l in work]
+                nonblank = [l for l in work if l.strip()]
+            if _flattened(nonblank):
+                self._flat = True
+                self.info.removed.append("the paste's lost line breaks (records cut apart again)")
+            if _double_spaced(work):
+                self._double = True
+                self.info.removed.append("the blank line after every line")
             decoded = [_json_text(l) for l in nonblank]
             if sum(d is not None for d in decoded) >= max(1, 0.6 * len(nonblank)):
                 self._json = True
@@ -324,6 +425,8 @@ class Cleaner:
     def clean_line(self, line: str) -> str | None:
         """The line with prefixes removed, or None for a line that carries no content (a fence)."""
         line = _strip_ansi(line)
+        if self._html:
+            line = _html_text(line)
         if self._json:
             text = _json_text(line)
             if text is not None:
@@ -376,7 +479,9 @@ class Cleaner:
             if pending is not None:
                 if width and last_len >= width - 1 and raw and not self._starts_record(raw) \
                         and not pending[1].rstrip().endswith(("|", "+", ">")) and not _repeats(pending[1], raw):
-                    pending = (pending[0], pending[1] + raw)
+                    # a part that ends in spaces (a terminal's padding, a wrap at a space) joins with one
+                    head = pending[1]
+                    pending = (pending[0], head.rstrip() + " " + raw.lstrip() if head[-1:].isspace() else head + raw)
                     last_len = len(raw)
                     self.info.joined += 1
                     continue
@@ -400,7 +505,8 @@ class Cleaner:
         """Nothing learned: a line without ANSI codes, Ray or kubectl prefixes, fences or embedded
         records is its own cleaned text (the fast reader, diag/scan.py, relies on this)."""
         return (not self.light and self._strippers == ALWAYS and self._compose is None and self._literal is None
-                and self._indent is None and self.info.wrap_width is None)
+                and self._indent is None and not self._html and not self._double and not self._flat
+                and self.info.wrap_width is None)
 
     def emit(self, lineno: int, raw: str) -> Iterator[tuple[int, str]]:
         """One raw line, cleaned (split where records ran together; nothing for a fence)."""
@@ -413,6 +519,8 @@ class Cleaner:
 
     def _emit(self, item: tuple[int, str]) -> Iterator[tuple[int, str]]:
         raw = item[1]
+        if self._double and not raw.strip():
+            return
         if self._bare and "pid=" not in raw and not raw.startswith(("(", "[pod/")) and "`" not in raw and "~~~" not in raw:
             # nothing learned and nothing ALWAYS strips: the line is its own cleaned text (most lines
             # of an event-dense log take this path; the same answer as below, without its calls)
@@ -425,6 +533,8 @@ class Cleaner:
                 yield item
             return
         parts = EMBEDDED_RAY.split(raw) if "pid=" in raw and EMBEDDED_RAY.search(raw) else [raw]
+        if self._flat:
+            parts = [p for part in parts for p in _split_flat(part)]
         out = []
         for part in parts:
             text = self.clean_line(part)
