@@ -125,7 +125,8 @@ _FLAT_RECORDS = (r" (?:Traceback \(most recent call last\):|File \"[^\"]{1,300}\
 # inside a message, 'hit an exception: Traceback (most recent call last):' at a line's end, is normal)
 FLAT_RECORD = rx.compile(_FLAT_RECORDS)
 # where it is cut once it is one: those, and the exception that closes a traceback
-FLAT_MARK = rx.compile(_FLAT_RECORDS[:-1] + r"|(?:[a-z_][a-z0-9_]*\.)*[A-Z][A-Za-z0-9_]*(?:Error|Exception|Exit|Interrupt): )")
+FLAT_MARK = rx.compile(_FLAT_RECORDS[:-1] + r"|(?:[a-z_][a-z0-9_]*\.)*[A-Z][A-Za-z0-9_]*(?:Error|Exception|Exit|Interrupt): "
+                       r"|(?:CUDA|NCCL|HIP) [Ee]rror: )")
 FLAT_MIN = 120          # a line this long holding two record starts, in a paste of at most FLAT_LINES lines
 FLAT_LINES = 3
 
