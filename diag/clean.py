@@ -358,7 +358,10 @@ class Cleaner:
         work = sample
         nonblank = [l for l in work if l.strip()]
         if not self.light and nonblank:
-            if sum(1 for l in nonblank if "&" in l and any(e in l for e in _ENTITY)) >= max(1, 0.1 * len(nonblank)):
+            escaped = sum(1 for l in nonblank if "&" in l and any(e in l for e in _ENTITY))
+            # an escaped copy holds no raw '<' or '>' ('<module>' became '&lt;module&gt;'); a log that
+            # does, and quotes an entity, is left as it is
+            if escaped and (escaped >= 0.1 * len(nonblank) or not any("<" in l or ">" in l for l in nonblank)):
                 self._html = True
                 self.info.removed.append("HTML escapes (&lt; &gt; &quot; &#39; &amp;)")
                 work = [_html_text(l) for l in work]
