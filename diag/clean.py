@@ -33,6 +33,15 @@ class Stripper:
         return self.pattern.sub("", line, count=1) if self.may(line) else line
 
 
+def _may_torch_log(line: str) -> bool:
+    """Whether the line may start with PyTorch's glog-form prefix (ALWAYS's 'torch-log')."""
+    head = line[:1]
+    if line.startswith("[rank"):
+        cut = line.find("]:", 5, 12)
+        head = line[cut + 2: cut + 3] if cut > 0 else ""
+    return head in ("I", "W", "E", "F") and ".py:" in line[:300]
+
+
 def _lead(line: str) -> str:
     return line.lstrip()[:1]
 
@@ -42,6 +51,13 @@ ALWAYS = [
     Stripper("ray", rx.compile(r"^\((?:[A-Za-z_][\w.]*\s+)?pid=\d+(?:,\s*ip=[0-9A-Fa-f.:]+)?\)\s?"),
              lambda l: l.startswith("(") and "pid=" in l),
     Stripper("kubectl-prefix", rx.compile(r"^\[pod/[^\]\s]+\]\s"), lambda l: l.startswith("[pod/")),
+    # PyTorch's Python logging in glog form (a .py location), a rank's tag before it and torch.compile's
+    # frame id after it ('[rank0]:E0908 20:08:48.141000 119942 torch/_subclasses/fake_tensor.py:2721]
+    # [0/2] '): the lines of a traceback it logs are the traceback's lines. C++ components' glog
+    # records (Mooncake's 'E1104 … tcp_transport.cpp:140] …') keep their prefix: rules read it
+    Stripper("torch-log", rx.compile(r"^(?:\[rank\d+\]:)?[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [^\s\]]+\.py:\d+\] "
+                                     r"(?:\[\d+/\d+(?:_\d+)?\] )?"),
+             lambda l: _may_torch_log(l)),
 ]
 QUOTE_STRIPPER = Stripper("quote", QUOTE, lambda l: _lead(l) == ">")
 # Prefixes removed only when most sampled lines carry them.
@@ -525,7 +541,8 @@ class Cleaner:
         raw = item[1]
         if self._double and not raw.strip():
             return
-        if self._bare and "pid=" not in raw and not raw.startswith(("(", "[pod/")) and "`" not in raw and "~~~" not in raw:
+        if self._bare and "pid=" not in raw and not raw.startswith(("(", "[pod/")) and "`" not in raw and "~~~" not in raw \
+                and not _may_torch_log(raw):
             # nothing learned and nothing ALWAYS strips: the line is its own cleaned text (most lines
             # of an event-dense log take this path; the same answer as below, without its calls)
             if raw.startswith("[") and " [" in raw and SGLANG_START.match(raw) and EMBEDDED_SGLANG.search(raw):

@@ -607,6 +607,10 @@ def _state(f: Facts, parsers) -> None:
         if e.kind == "exception" and e.data.get("partial_tail"):
             f.fragment.append(f"line {e.line}: a traceback is cut before its exception line")
             break
+    for e in f.events:
+        if e.data.get("loose"):
+            f.fragment.append(f"line {e.line}: a message retold in other words, recognised by the names it quotes")
+            break
     for p in parsers:
         if _message_cut(f, p):
             f.fragment.append("the last line stops in the middle of a message (cut when pasted)")

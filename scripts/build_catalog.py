@@ -695,6 +695,7 @@ def write_catalog(path: Path, releases: dict, msgs: list[dict], meta: dict,
     if len({r[0] for r in rows}) != len(rows):
         sys.exit("message id collision")
     cand = []
+    family_of: dict[int, str] = {}       # an extracted message's family (for the identifiers below)
     module_rel: dict[tuple[str, str], set] = defaultdict(set)   # the releases a module (file) raises or logs in
     for _, m in rows:
         if "file" not in m:
@@ -727,6 +728,7 @@ def write_catalog(path: Path, releases: dict, msgs: list[dict], meta: dict,
                 ",".join(str(V(x)) for x in loc["names"])))
         if m["specific"]:
             cand.append(((n, 0), m["template"], None))
+            family_of[n] = m["family"]
 
     # the heads: the first two words of each template, to find the message a cut line is the start of
     for (n, _k), tmpl, e in cand:
@@ -734,6 +736,17 @@ def write_catalog(path: Path, releases: dict, msgs: list[dict], meta: dict,
             words = T.TOKEN.findall(T.head_text(tmpl))[:2]
             if len(words) == 2:
                 db.execute("INSERT OR IGNORE INTO heads VALUES (?,?)", (" ".join(words), n))
+    # the identifiers: the snake_case names in a message's literal text, to find a message a person
+    # retyped or paraphrased around the names they copied ('output_partition_size=48 not divisible
+    # by block_n=128'); only messages a person gave a category (a hand entry or a reviewed family)
+    for (n, _k), tmpl, e in cand:
+        if not tmpl or (e is None and family_of.get(n) not in reviews) or \
+                (e is not None and (e.get("template") != tmpl or not e.get("category"))):
+            continue
+        names = T.identifiers(tmpl)
+        if len(names) >= 2:
+            for name in names:
+                db.execute("INSERT OR IGNORE INTO idents VALUES (?,?,?)", (name, n, len(names)))
     # the pre-filter: one anchor key per matchable message (per top-level alternative of a regex)
     anchors = choose_anchors([(i, t) for i, t, _ in cand])
     for i in sorted(anchors):

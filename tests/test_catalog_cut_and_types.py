@@ -51,3 +51,34 @@ def test_a_wildcard_name_with_underscores_is_known():
     from diag.messages import known_name
     assert known_name("launcher.init_failed.*") and known_name("kv.alloc.*")
     assert not known_name("launcher.init_failedx.*") and not known_name("nope_x.*")
+
+
+# -- a message retold around the names it copied (Catalog.match_loose) -------------------------
+
+def test_a_retold_message_is_found_by_the_identifiers_it_quotes():
+    from diag.messages import Catalog
+    cat = Catalog.open()
+    m = cat.match_loose("FP8 version is not compatible with block FP8 (output_partition_size=48 not divisible by block_n=128)")
+    assert m is not None and m.name == "quant.block_not_dividing_shard" and m.loose and m.partial and not m.fields
+
+
+def test_names_alone_are_code_not_a_retold_message():
+    from diag.messages import Catalog
+    cat = Catalog.open()
+    # the identifiers of a message, with none of its words: a call in a traceback's code line
+    assert cat.match_loose("scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, dp_rank)") is None
+    assert cat.match_loose("output_partition_size block_n") is None
+    assert cat.match_loose("nothing to see here") is None
+
+
+def test_a_retold_line_gets_the_rule_of_its_message_and_says_it_was_retold(tmp_path):
+    from diag.analyze import analyze
+    p = tmp_path / "retold.log"
+    p.write_text("loading fails: FP8 block quantization incompatible (output_partition_size=48 not divisible by block_n=128)\n")
+    report = analyze([str(p)])
+    assert report.findings[0].rule == "SGL-CFG-043"
+    # a traceback's code line naming the same identifiers is not the message
+    q = tmp_path / "code.log"
+    q.write_text('Traceback (most recent call last):\n  File "/x/sglang/srt/layers/quantization/fp8.py", line 300, in create_weights\n'
+                 '    check(output_partition_size, block_n, divisible)\nKeyboardInterrupt\n')
+    assert all(f.rule != "SGL-CFG-043" for f in analyze([str(q)]).findings)

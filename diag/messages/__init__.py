@@ -40,6 +40,11 @@ class CatalogError(RuntimeError):
     pass
 
 
+# words too common in messages to tie a retold line to one (see Catalog.match_loose)
+_COMMON = frozenset(("error", "failed", "value", "should", "which", "there", "please", "found", "given", "expected",
+                     "cannot", "could", "while", "using", "their", "other", "only", "must", "about", "after"))
+
+
 @dataclass(frozen=True)
 class Entry:
     """One message of the catalog (a template and where it comes from)."""
@@ -93,6 +98,7 @@ class Match:
     span: tuple[int, int]
     score: int                               # literal characters matched (whitespace not counted)
     partial: bool = False                    # the text ends inside the message (a cut paste): its start matched
+    loose: bool = False                      # retold around the message's identifiers, not its wording
 
 
 TAIL_MIN = 12        # literal characters of a message cut only inside its last value
@@ -608,6 +614,45 @@ class Catalog:
         curated = any(not e.fallback and e.origin == "hand" for _, e in out)
         out.sort(key=lambda x: (x[1].fallback and curated, -x[0].score, -x[1].family_releases, x[0].id))
         return tuple(m for m, _ in out)
+
+    def match_loose(self, message: str) -> Match | None:
+        """The message a line that matches no template retells around the names it copied: every
+        snake_case identifier of a reviewed or hand-listed message's text (two at least) is in the
+        line ('FP8 ... incompatible (output_partition_size=48 not divisible by block_n=128)').
+        A Match with no fields, `partial` and `loose` set (it is not SGLang's wording)."""
+        if "_" not in message:
+            return None
+        names = _template.identifiers(message[:4000])
+        if len(names) < 2:
+            return None
+        key = ("\0loose", message[:4000])
+        hit = self._memo.get(key, 0)
+        if hit != 0:
+            return hit
+        q = ",".join("?" * len(names))
+        try:
+            rows = self.db.execute(f"SELECT message, n, count(*) FROM idents WHERE key IN ({q}) GROUP BY message",
+                                   names).fetchall()
+        except sqlite3.Error:            # a catalog built before the table existed
+            rows = []
+        full = [(c, n) for n, total, c in rows if c == total]
+        hit = None
+        if full:
+            best = max(c for c, _ in full)
+            entries = sorted(self._entries_for([n for c, n in full if c == best]),
+                             key=lambda e: (-(e.family_releases or 0), e.id))
+            low = message.lower()
+            # and a word of the message's own text besides the names ('divisible'): names alone are
+            # code ('Scheduler(server_args, port_args, gpu_id, tp_rank)')
+            e = next((x for x in entries if self.reviewed_category(x.id) is not None and x.template
+                      and any(w.lower() in low for w in _template.TOKEN.findall(_template.FIELD.sub(" ", x.template))
+                              if len(w) >= 5 and "_" not in w and w.isalpha() and w.lower() not in _COMMON)), None)
+            if e is not None:
+                hit = Match(id=e.id, family=e.family, name=e.name, template=e.template, fields={}, category=e.category,
+                            event=e.event, component=e.component, module=e.module, function=e.function, kind=e.kind,
+                            level=e.level, versions=frozenset(), span=(0, 0), score=0, partial=True, loose=True)
+        self._memo.put(key, hit)
+        return hit
 
     def match_cut(self, message: str) -> Match | None:
         """The message a text that stops mid-way (the last line of a cut paste) is the start of."""

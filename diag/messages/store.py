@@ -31,6 +31,7 @@ CREATE TABLE locations (message INTEGER, module INTEGER, function INTEGER, kind 
 CREATE TABLE anchors (key TEXT, message INTEGER, PRIMARY KEY (key, message)) WITHOUT ROWID;
 CREATE TABLE modules (module TEXT PRIMARY KEY, component TEXT, versions TEXT) WITHOUT ROWID;
 CREATE TABLE heads (key TEXT, message INTEGER, PRIMARY KEY (key, message)) WITHOUT ROWID;
+CREATE TABLE idents (key TEXT, message INTEGER, n INTEGER, PRIMARY KEY (key, message)) WITHOUT ROWID;
 """
 
 FAMILY_PREFIX = {"sglang": "sgl", "python.argparse": "pyarg", "python.subprocess": "pysub"}

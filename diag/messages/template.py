@@ -343,6 +343,21 @@ def needles(template: str, k: int = 12) -> tuple[str, ...]:
     return tuple(pieces[:k])
 
 
+IDENT = re.compile(r"(?<![\w.])[a-z][a-z0-9]*(?:_[a-z0-9]+)+(?![\w(])")
+FIELD = re.compile(r"\{[^{}]*\}")
+
+
+def identifiers(text: str) -> list[str]:
+    """The snake_case names a text holds outside its fields ('output_partition_size', 'block_n'),
+    each once, in order: what a person copies exactly when they retype a message around it. Names
+    of six characters or more, or with two underscores."""
+    seen: list[str] = []
+    for name in IDENT.findall(FIELD.sub(" ", text)):
+        if (len(name) >= 6 or name.count("_") >= 2) and name not in seen:
+            seen.append(name)
+    return seen
+
+
 def head_text(template: str) -> str:
     """The literal text a template starts with, up to its first placeholder (its first line)."""
     first = template.split("\n", 1)[0]

@@ -287,6 +287,12 @@ class LogParser:
         self.last_msg = msg
         n_events = len(self.events)
         cls = self._classify(lineno, text, ts, rank, msg)
+        if len(self.events) == n_events and cls == "plain" and "_" in msg and self._catalog is not None \
+                and self._tb is None and not text[:1].isspace():     # not a traceback's code line
+            # a message retold in the reporter's words around the names it copied
+            m = self._catalog.match_loose(msg.strip())
+            if m is not None and m.event not in QUIET_EVENTS:
+                self._event("message", lineno, text, ts, rank, message=msg.strip(), loose=True).msg = m
         if len(self.events) > n_events:
             self.mark(lineno)
         if cls not in ("batch", "http") and ("glang" in text or "SGLang" in text) and (v := named_version(text)):
