@@ -103,6 +103,35 @@ class FlagInfo:
     dest: str | None = None
 
 
+def _derived_build(idx: tuple[int, ...]):
+    """What a Catalog of these versions looks flags up in: per version name -> (primary, definition),
+    the names every one accepts, and the flag of each dest (read only; shared by every Catalog of
+    the same versions)."""
+    accepted = [_accepted(vi) for vi in idx]
+    newest = accepted[-1]
+    common = frozenset(n for n in newest if all(n in acc for acc in accepted))
+    dest: dict[str, str] = {}
+    for name, (primary, d) in newest.items():
+        if name == primary and d.get("dest") and not d.get("deprecated"):
+            dest.setdefault(d["dest"], name)
+    for name, (primary, d) in newest.items():
+        if name == primary and d.get("dest"):
+            dest.setdefault(d["dest"], name)
+    return accepted, common, dest
+
+
+_DERIVED: dict[tuple[int, ...], tuple] = {}
+
+
+def _derived(idx: tuple[int, ...]):
+    got = _DERIVED.get(idx)
+    if got is None:
+        if len(_DERIVED) >= 64:        # version sets a run meets are few; bounded all the same
+            _DERIVED.clear()
+        got = _DERIVED[idx] = _derived_build(idx)
+    return got
+
+
 @dataclass
 class Catalog:
     """The flags of one SGLang version, or the flags common to a set of versions."""
@@ -115,16 +144,8 @@ class Catalog:
     def __post_init__(self) -> None:
         all_v = catalog_versions()
         self._idx = [all_v.index(v) for v in self.versions]
-        self._accepted = [_accepted(vi) for vi in self._idx]   # per version: name -> (primary, definition)
-        newest = self._accepted[-1]
-        self._common = {n for n in newest if all(n in acc for acc in self._accepted)}
-        self._dest: dict[str, str] = {}
-        for name, (primary, d) in newest.items():
-            if name == primary and d.get("dest") and not d.get("deprecated"):
-                self._dest.setdefault(d["dest"], name)
-        for name, (primary, d) in newest.items():
-            if name == primary and d.get("dest"):
-                self._dest.setdefault(d["dest"], name)
+        self._accepted, self._common, self._dest = _derived(tuple(self._idx))
+
 
     # -- lookups ---------------------------------------------------------------
     @property

@@ -134,29 +134,90 @@ def _explainer_paths(cond: C.Condition) -> bool:
     return ns in explainers() and _provides(ns, rest)
 
 
+class _EventIndex:
+    """The facts' events by the names rules match them on (message name, family, id; component) and
+    by kind, built once per analysis: the rules ask for a few names each, the log holds a few events."""
+
+    def __init__(self, events: list) -> None:
+        self.events, self.size = events, len(events)
+        self.names: dict[str, list[int]] = {}
+        self.components: dict[str, list[int]] = {}
+        self.kinds: dict[str, list[int]] = {}
+        for i, e in enumerate(events):
+            for n in event_names(e):
+                self.names.setdefault(n, []).append(i)
+            m = getattr(e, "msg", None)
+            if m is not None:
+                self.components.setdefault(getattr(m, "component", None) or "", []).append(i)
+            for k in event_kinds(e):
+                self.kinds.setdefault(k, []).append(i)
+
+    def named(self, name: str) -> set[int]:
+        """The events matches_name(e, name) is true of."""
+        if name.endswith(".*"):
+            prefix = name[:-1]
+            out = {i for k, v in self.names.items() if k.startswith(prefix) for i in v}
+            out.update(self.components.get(prefix[:-1], ()))
+            return out
+        return set(self.names.get(name, ()))
+
+    def of_kinds(self, kinds) -> set[int]:
+        return {i for k in kinds for i in self.kinds.get(k, ())}
+
+
+def _index(facts) -> _EventIndex:
+    idx = getattr(facts, "_event_index", None)
+    if idx is None or idx.events is not facts.events or idx.size != len(facts.events):
+        idx = _EventIndex(facts.events)
+        try:
+            facts._event_index = idx
+        except AttributeError:          # facts without a __dict__ (a test's stand-in): no cache
+            pass
+    return idx
+
+
+_RULE_NAMES: dict[str, tuple[frozenset, tuple]] = {}
+
+
+def _names_of(rule: S.Rule) -> tuple[frozenset, tuple]:
+    """A rule's [match] messages as (exact names, 'component.*' patterns)."""
+    key = rule.id + "\0" + "\0".join(rule.messages)
+    got = _RULE_NAMES.get(key)
+    if got is None:
+        got = _RULE_NAMES[key] = (frozenset(n for n in rule.messages if not n.endswith(".*")),
+                                  tuple(n for n in rule.messages if n.endswith(".*")))
+    return got
+
+
 def select(rule: S.Rule, facts) -> list | None:
     """The events the rule's [match] selects (possibly none when it matches on facts only), or
     None when the match fails."""
     events = facts.events
+    if not (rule.messages or rule.all_messages or rule.unless_messages or rule.events or rule.unless_events):
+        return []
+    idx = _index(facts)
     hits: list = []
     if rule.messages:
-        hits = [e for e in events if any(matches_name(e, n) for n in rule.messages)]
-        if not hits:
+        exact, wild = _names_of(rule)
+        got = {i for n in exact & idx.names.keys() for i in idx.names[n]}
+        for n in wild:
+            got |= idx.named(n)
+        if not got:
             return None
+        hits = [events[i] for i in sorted(got)]
     for name in rule.all_messages:
-        found = [e for e in events if matches_name(e, name)]
+        found = sorted(idx.named(name))
         if not found:
             return None
-        hits.extend(found[:2])
-    if any(matches_name(e, n) for e in events for n in rule.unless_messages):
+        hits.extend(events[i] for i in found[:2])
+    if any(idx.named(n) for n in rule.unless_messages):
         return None
     if rule.events:
-        kinds = set(rule.events)
-        found = [e for e in events if event_kinds(e) & kinds]
+        found = sorted(idx.of_kinds(set(rule.events)))
         if not found:
             return None
-        hits.extend(e for e in found if e not in hits)
-    if rule.unless_events and any(event_kinds(e) & set(rule.unless_events) for e in events):
+        hits.extend(events[i] for i in found if events[i] not in hits)
+    if rule.unless_events and idx.of_kinds(set(rule.unless_events)):
         return None
     hits.sort(key=lambda e: (e.input, e.line))
     return hits
