@@ -35,11 +35,13 @@ class Stripper:
 
 def _may_torch_log(line: str) -> bool:
     """Whether the line may start with PyTorch's glog-form prefix (ALWAYS's 'torch-log')."""
-    head = line[:1]
-    if line.startswith("[rank"):
+    c = line[:1]
+    if c == "[":
+        if not line.startswith("[rank"):
+            return False
         cut = line.find("]:", 5, 12)
-        head = line[cut + 2: cut + 3] if cut > 0 else ""
-    return head in ("I", "W", "E", "F") and ".py:" in line[:300]
+        c = line[cut + 2: cut + 3] if cut > 0 else ""
+    return c in ("I", "W", "E", "F") and ".py:" in line[:300]
 
 
 def _lead(line: str) -> str:

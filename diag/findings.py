@@ -230,6 +230,7 @@ def _order(findings: list[Finding]) -> list[Finding]:
         primary, symptoms = symptoms[:1], symptoms[1:]
     primary.sort(key=lambda f: (-f.rank_score, _first_line(f)))
     _inner_first(primary)
+    _contested(primary)
     if primary:
         top = primary[0]
         for s in secondary + symptoms:
@@ -241,6 +242,30 @@ def _order(findings: list[Finding]) -> list[Finding]:
                 top.confidence_notes.append(note)
         top.evidence.sort(key=lambda e: (e.input, e.line))
     return primary
+
+
+CONTESTED = 0.05        # a runner-up of another category this close is as strong an explanation
+CONTESTED_CAP = 0.8     # and the leading finding is then not a confident answer
+
+
+def _contested(primary: list[Finding]) -> None:
+    """Two root causes of different categories, each as well supported as the other ('no kernel
+    image for this GPU' and a JIT build's missing header in one paste): the one that leads by
+    priority is not a confident answer. Its confidence is held under the confident mark and a
+    note names the other. Two rules reading the same line are not two causes."""
+    if len(primary) < 2:
+        return
+    top, other = primary[0], primary[1]
+    if top.category == other.category:
+        return
+    lines = {(e.input, e.line) for e in top.evidence if e.role == "trigger"}
+    if lines & {(e.input, e.line) for e in other.evidence if e.role == "trigger"}:
+        return                  # two readings of the same line: the more specific rule leads by priority
+    if other.confidence >= top.confidence - CONTESTED and top.confidence > CONTESTED_CAP:
+        top.confidence = CONTESTED_CAP
+        note = f"another explanation is as well supported: {other.title.rstrip('.')} ({other.category})"
+        if note not in top.confidence_notes:
+            top.confidence_notes.append(note)
 
 
 def _inner_first(primary: list[Finding]) -> None:
