@@ -52,7 +52,7 @@ CATEGORY_GAPS = {
     # fresh6: 10 logs, first look in tests/data/fresh6/FIRST_LOOK.md
     "b01-kernels-015-transformers-hub-kernels-valueerror": "the one line is the kernels hub package's own ValueError; that kernels 0.15 and transformers 5.6 do not fit is only in the thread",
     "c01-kimi-k3-megamoe-sparse-dp-graph-allreduce-deadlock": "the paste is two WorkNCCL records retyped over several lines, without the watchdog's own sentence",
-    "c03-cold-nfs-bf16-load-unbalanced-loading-barrier-timeout": "the two-line paste is taken for a hard-wrapped one and joined without a space, so the loading-barrier message is not found",
+    "c03-cold-nfs-bf16-load-unbalanced-loading-barrier-timeout": "the two-line paste is taken for a hard-wrapped one and joined without a space (one full line cannot tell an editor's reflow at a word's end from a terminal's wrap inside one), so the loading-barrier message is not found",
     "d01-fa3-spec-resolve-num-tokens-typeerror": "an unexpected keyword in a call between two SGLang functions (a fork's bug) reads like a package version mismatch without its traceback",
     "r01-jax-chunked-prefill-above-max-prefill-no-bucket": "sglang-jax's bucket check is not in the catalog (the JAX port is not SGLang's package)",
     "r02-no-cuda-graph-padding-torch-compile-autotune-hang": "three torch.compile AUTOTUNE lines and no SGLang line; the two flags are only in the thread",

@@ -55,7 +55,7 @@ def write(tmp_path: Path, name: str, lines: list[str]) -> str:
 
 def valid(report: Report) -> dict:
     data = json.loads(report.dumps())
-    jsonschema.validate(data, json_schema())
+    jsonschema.Draft202012Validator(json_schema()).validate(data)
     assert Report.from_json(data).to_json() == data
     return data
 

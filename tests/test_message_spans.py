@@ -16,6 +16,8 @@ from diag.report import Evidence, Finding, Report, json_schema
 
 DATA = Path(__file__).parent / "data"
 
+VALIDATOR = jsonschema.Draft202012Validator(json_schema())   # built once: validate() checks the schema on every call
+
 
 def triggers(report: Report) -> list[Evidence]:
     return [e for e in report.findings[0].evidence if e.role == "trigger"]
@@ -40,7 +42,7 @@ def test_spans_over_the_corpus_fall_on_the_line_and_validate():
     for path in sorted((DATA / "sglang").glob("*.log"))[:40]:
         report = analyze([str(path)])
         data = json.loads(report.dumps())
-        jsonschema.validate(data, json_schema())
+        VALIDATOR.validate(data)
         assert Report.from_json(data).to_json() == data
         for f in report.findings:
             for e in f.evidence:
