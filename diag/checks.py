@@ -40,6 +40,7 @@ class CrashSite:
     function: str | None
     names: list[str] = field(default_factory=list)     # functions run through and names their lines read
     config: bool = False          # the innermost frame is in argument validation
+    at_import: bool = False       # every outer frame runs a module's top level: it failed while being imported
 
 
 def _last(name: str) -> str:
@@ -102,6 +103,9 @@ def failed_check(facts) -> Check | None:
     return None
 
 
+RUNPY = ("_run_module_as_main", "_run_code", "<frozen runpy>")     # python -m's own frames
+
+
 def crash_site(facts) -> CrashSite | None:
     """The traceback of the first exception that has one."""
     from .messages.sites import module_of, source_names
@@ -118,9 +122,12 @@ def crash_site(facts) -> CrashSite | None:
             names.append(_last(fr.func or ""))
             names += source_names(fr.code or "")
         module = module_of(frames[-1].file)
+        outer = [fr for fr in frames[:-1] if (fr.func or "") not in RUNPY]
+        at_import = len(outer) >= 2 and all(fr.func == "<module>" for fr in outer) and \
+            sum(1 for fr in outer if (module_of(fr.file) or "").startswith("sglang")) >= 2
         return CrashSite(event=e, type=e.data.get("type"), module=module, function=frames[-1].func,
                          names=[n for n in dict.fromkeys(names) if n],
-                         config=bool(module and module.startswith(CONFIG_MODULES)))
+                         config=bool(module and module.startswith(CONFIG_MODULES)), at_import=at_import)
     return None
 
 

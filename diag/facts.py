@@ -1257,6 +1257,8 @@ FACT_PATHS: dict[str, tuple[str, object]] = {
     "crash.in_config": ("its innermost frame is in argument validation (server_args, arg_groups, configs)",
                         lambda f: _crash(f, "config")),
     "crash.names": ("the functions it ran through and the names their quoted lines read", lambda f: _crash(f, "names")),
+    "crash.at_import": ("every frame outside the innermost runs a module's top level (SGLang's own among them): it failed "
+                        "while SGLang was being imported", lambda f: _crash(f, "at_import")),
     "launch.event": ("the launch command's line in the log (quoted)", lambda f: f.launch_event),
     "launch.page_size": ("--page-size as a number", lambda f: _int_flag(f, "--page-size")),
     "spec.steps": ("--speculative-num-steps as a number", lambda f: _int_flag(f, "--speculative-num-steps")),
