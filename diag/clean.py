@@ -50,7 +50,8 @@ def _lead(line: str) -> str:
 
 # Prefixes that cannot be mistaken for log content: removed wherever they appear.
 ALWAYS = [
-    Stripper("ray", rx.compile(r"^\((?:[A-Za-z_][\w.]*\s+)?pid=\d+(?:,\s*ip=[0-9A-Fa-f.:]+)?\)\s?"),
+    # '(SchedulerActor pid=123)', '(EngineCore pid=7, ip=10.0.0.2)', a framework's '(head, rank=0, pid=8292)'
+    Stripper("ray", rx.compile(r"^\((?:[A-Za-z_][\w.]*(?:=\w+)?,?\s+){0,4}pid=\d+(?:,\s*ip=[0-9A-Fa-f.:]+)?\)\s?"),
              lambda l: l.startswith("(") and "pid=" in l),
     Stripper("kubectl-prefix", rx.compile(r"^\[pod/[^\]\s]+\]\s"), lambda l: l.startswith("[pod/")),
     # PyTorch's Python logging in glog form (a .py location), a rank's tag before it and torch.compile's
@@ -147,6 +148,22 @@ FLAT_MARK = rx.compile(_FLAT_RECORDS[:-1] + r"|(?:[a-z_][a-z0-9_]*\.)*[A-Z][A-Za
                        r"|(?:CUDA|NCCL|HIP) [Ee]rror: )")
 FLAT_MIN = 120          # a line this long holding two record starts, in a paste of at most FLAT_LINES lines
 FLAT_LINES = 3
+
+
+# an exception quoted after prose or code on the same line ("sglang installs the latest vllm
+# `ModuleNotFoundError: No module named …`", "track_index = req.kv.buf[...].item() TypeError: …")
+INLINE_EXC = rx.compile(r"[\s`'\"(](?:[a-z_][a-z0-9_]*\.)*[A-Z][A-Za-z0-9_]*(?:Error|Exception): \S")
+
+
+def _inline_exception(line: str) -> int | None:
+    """Where an exception quoted inside a line starts, when the line itself is not a record (a
+    log prefix, an exception of its own, a level word: those carry exceptions in their messages)."""
+    if RECORD_START.match(line.lstrip()) or len(line) > 2000:
+        return None
+    m = INLINE_EXC.search(line)
+    if m is None or m.start() == 0:
+        return None
+    return m.start() + 1
 
 
 def _flattened(nonblank: list[str]) -> bool:
@@ -371,6 +388,7 @@ class Cleaner:
         self._html = False          # the text was copied HTML-escaped ('&lt;module&gt;', '&quot;')
         self._double = False        # a blank line after every line (a forum's or e-mail's spacing)
         self._flat = False          # the paste lost its newlines: records are cut apart again
+        self._inline = False        # a short paste quotes an exception after prose or code on one line
 
     def _learn(self, sample: list[str]) -> None:
         work = sample
@@ -387,6 +405,7 @@ class Cleaner:
             if _flattened(nonblank):
                 self._flat = True
                 self.info.removed.append("the paste's lost line breaks (records cut apart again)")
+
             if _double_spaced(work):
                 self._double = True
                 self.info.removed.append("the blank line after every line")
@@ -431,6 +450,10 @@ class Cleaner:
             self._literal = literal
             self.info.removed.append(f"line prefix '{literal.strip()}'")
             work = [l[len(literal):] if l.startswith(literal) else l for l in work]
+        short = [l for l in work if l.strip()]
+        if not self._flat and len(short) <= FLAT_LINES and any(_inline_exception(l.strip()) is not None for l in short):
+            self._inline = True
+            self.info.removed.append("the text before an exception quoted on the same line")
         if self._strippers != ALWAYS or self._compose or self._literal:
             # an indented paste under a collector's prefix ('2026-…Z     RuntimeError: …')
             inner = _common_indent(work)
@@ -528,7 +551,7 @@ class Cleaner:
         records is its own cleaned text (the fast reader, diag/scan.py, relies on this)."""
         return (not self.light and self._strippers == ALWAYS and self._compose is None and self._literal is None
                 and self._indent is None and not self._html and not self._double and not self._flat
-                and self.info.wrap_width is None)
+                and not self._inline and self.info.wrap_width is None)
 
     def emit(self, lineno: int, raw: str) -> Iterator[tuple[int, str]]:
         """One raw line, cleaned (split where records ran together; nothing for a fence)."""
@@ -558,12 +581,17 @@ class Cleaner:
         parts = EMBEDDED_RAY.split(raw) if "pid=" in raw and EMBEDDED_RAY.search(raw) else [raw]
         if self._flat:
             parts = [p for part in parts for p in _split_flat(part)]
+
         out = []
         for part in parts:
             text = self.clean_line(part)
             if text is None:
                 self.info.dropped += 1
                 continue
+            if self._inline and (at := _inline_exception(text)) is not None:
+                head, text = text[:at].rstrip(" `'\"("), text[at:].rstrip("`")
+                if head.strip():
+                    out.append(head)
             if text.startswith("[") and " [" in text and SGLANG_START.match(text) and EMBEDDED_SGLANG.search(text):
                 out.extend(_split_embedded(text))
             else:
