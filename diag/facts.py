@@ -482,6 +482,23 @@ def _known_failure(f: Facts) -> None:
         f.known = KnownFailure(ev, m.category, m.component, m.name or m.family, entry.meaning, entry.action)
         f.guess = None
         return
+    # nothing failed that the log shows, and the server never came up: a warning of SGLang's that a
+    # person reviewed as a failure of its kind ('Failed to load JIT QK-Norm kernel: ninja exited') is
+    # the one lead (the other components' warnings are often retries and notices: never)
+    phases = {m.data.get("phase") for m in f.milestones}
+    if f.failure_event is None and "ready" not in phases and not any(len(b) for b in f.batches) \
+            and not f.http.get("count"):
+        for ev in order[:5000]:
+            m = getattr(ev, "msg", None)
+            if m is None or m.component != "sglang" or not m.category or "." not in m.category \
+                    or m.category == "runtime.other" or (m.level or "").lower() != "warning" \
+                    or cat.reviewed_category(m.id) != m.category:
+                continue
+            entry = cat.get(m.id)
+            if entry is not None:
+                f.known = KnownFailure(ev, m.category, m.component, m.name or m.family, entry.meaning, entry.action)
+                f.guess = None
+                return
 
 
 def _failures(f: Facts) -> None:

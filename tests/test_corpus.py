@@ -20,7 +20,7 @@ import pytest
 from diag.analyze import analyze
 
 DATA = Path(__file__).parent / "data"
-CASES = sorted(p for sub in ("sglang", "extra", "extra2", "blind", "holdout", "fresh", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7", "fresh8", "fresh9", "fresh10") for p in (DATA / sub).glob("*.log"))
+CASES = sorted(p for sub in ("sglang", "extra", "extra2", "blind", "holdout", "fresh", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7", "fresh8", "fresh9", "fresh10", "fresh11") for p in (DATA / sub).glob("*.log"))
 
 # case -> why the category differs from the label
 CATEGORY_GAPS = {
@@ -61,6 +61,9 @@ CATEGORY_GAPS = {
     # fresh8: 7 logs, first look in tests/data/fresh8/FIRST_LOOK.md
     "b02-heterogeneous-gpu-jit-arch": "two quoted errors, 'no kernel image' and a JIT build's missing FlashInfer header: the build failure is read as the cause; that the GPUs differ in architecture is only in the thread",
     "b03-multinode-cuda-graph-capture-deadlock": "the input is nvidia-smi dmon's utilisation samples only (96% SM, no memory traffic): no SGLang line",
+    # fresh11: 17 logs, first look in tests/data/fresh11/FIRST_LOOK.md
+    "b02-deepseek-weight-load-dict-materialize-oom": "one OOM line, cut, with no frame or milestone: that the loader materialised every weight at once is only in the PR",
+    "b06-epd-zmq-to-tokenizer-host-0000-embedding-timeout": "an encoder's embedding timeout and its endpoint on 0.0.0.0: that the tokenizer cannot reach 0.0.0.0 is only in the PR",
 }
 # case -> the labelled fix flags diag does not suggest, and why
 FIX_GAPS = {
@@ -88,6 +91,8 @@ FIX_GAPS = {
     "c01-b300-sm103-fa4-vision-arch-assert": "the two-line paste does not show that the failing FA4 kernel is the vision tower's, so --mm-attention-backend is not offered",
     "d02-ktransformers-dsv4-flash-oom-missing-kt-weight-path": "a traceback cut inside the model runner's init is not read as an OOM of KTransformers' experts kept on the GPU; the missing --kt-weight-path is only in the thread",
     "b03-multinode-cuda-graph-capture-deadlock": "no SGLang line: the capture that hung (and --disable-cuda-graph) is only in the write-up",
+    "c01-flashinfer-autotune-dp-logits-allgather-oom": "the autotune warm-up's OOM is read as a prefill batch's (the fraction is offered); that its batch is the request pool's size, so --max-running-requests bounds it, is only in the thread",
+    "c07-pcg-warmup-ima-small-context-length": "the one quoted line does not show the piecewise CUDA graph's token sizes; --disable-piecewise-cuda-graph is only in the dynamo thread",
     "c01-glm47-fp8-tp32-block-n-divisible": "the label's --moe-a2a-backend deepep is a reading of a maintainer's 'enable deepep'; diag offers a TP size that keeps whole blocks, with DP or EP for the other GPUs, in words",
 } | {k: v for k, v in CATEGORY_GAPS.items() if k in (
     "x24-llava-next-72b-single-gpu-weights-oom", "y07-gemma3-27b-bnb4-4090-not-enough-memory",
