@@ -91,7 +91,7 @@ FIX_GAPS = {
     "c01-b300-sm103-fa4-vision-arch-assert": "the two-line paste does not show that the failing FA4 kernel is the vision tower's, so --mm-attention-backend is not offered",
     "d02-ktransformers-dsv4-flash-oom-missing-kt-weight-path": "a traceback cut inside the model runner's init is not read as an OOM of KTransformers' experts kept on the GPU; the missing --kt-weight-path is only in the thread",
     "b03-multinode-cuda-graph-capture-deadlock": "no SGLang line: the capture that hung (and --disable-cuda-graph) is only in the write-up",
-    "c01-flashinfer-autotune-dp-logits-allgather-oom": "the autotune warm-up's OOM is read as a prefill batch's (the fraction is offered); that its batch is the request pool's size, so --max-running-requests bounds it, is only in the thread",
+    "c01-flashinfer-autotune-dp-logits-allgather-oom": "the autotune warm-up's OOM offers skipping the autotune and a lower fraction; --max-running-requests has no value to lower from (the request pool's size is not in the paste), so it is said in words",
     "c07-pcg-warmup-ima-small-context-length": "the one quoted line does not show the piecewise CUDA graph's token sizes; --disable-piecewise-cuda-graph is only in the dynamo thread",
     "c01-glm47-fp8-tp32-block-n-divisible": "the label's --moe-a2a-backend deepep is a reading of a maintainer's 'enable deepep'; diag offers a TP size that keeps whole blocks, with DP or EP for the other GPUs, in words",
 } | {k: v for k, v in CATEGORY_GAPS.items() if k in (
