@@ -319,6 +319,27 @@ def _common_indent(lines: list[str]) -> Stripper | None:
     return _INDENTS[key]
 
 
+LINE_NO = rx.compile(r"^ {0,6}(\d{1,7})(?:\t| |: |\| )")
+
+
+def _line_numbers(lines: list[str]) -> "Stripper | None":
+    """Line numbers a viewer or `cat -n` put before every line: at least three lines, nearly all of
+    them numbered, the numbers counting up one per line (a log's own leading numbers do not)."""
+    if len(lines) < 3:
+        return None
+    nums = []
+    for i, l in enumerate(lines):
+        m = LINE_NO.match(l)
+        nums.append((i, int(m.group(1))) if m else None)
+    got = [x for x in nums if x is not None]
+    if len(got) < max(3, 0.9 * len(lines)):
+        return None
+    offsets = {n - i for i, n in got}
+    if len(offsets) != 1:
+        return None
+    return Stripper("line numbers", LINE_NO, lambda l: l[:1].isdigit() or l[:1] == " ")
+
+
 def _double_spaced(lines: list[str]) -> bool:
     """A blank line after every line of text: no two lines of text are neighbours and at least
     three are separated so (a paste's spacing, not the log's own blank lines)."""
@@ -389,6 +410,7 @@ class Cleaner:
         self._double = False        # a blank line after every line (a forum's or e-mail's spacing)
         self._flat = False          # the paste lost its newlines: records are cut apart again
         self._inline = False        # a short paste quotes an exception after prose or code on one line
+        self._numbers: Stripper | None = None   # a viewer's line numbers before every line
 
     def _learn(self, sample: list[str]) -> None:
         work = sample
@@ -428,6 +450,11 @@ class Cleaner:
         # what is removed wherever it appears (a Ray actor's tag) is removed before the others are
         # learned: '(EngineActor pid=…) sglang-1  | …' carries a compose prefix under the tag
         work = [_strip_always(l) for l in work]
+        numbered = _line_numbers(work) if not self.light else None
+        if numbered:
+            self._numbers = numbered        # removed once per line, before the rest
+            self.info.removed.append(numbered.name)
+            work = [numbered.strip(l) for l in work]
         indent = _common_indent(work)
         if indent:
             self._indent = indent           # removed once per line (the others repeat: prefixes stack)
@@ -478,6 +505,8 @@ class Cleaner:
                 line = _strip_ansi(text)
         if self._viewer and VIEWER_STAMP.match(line):
             return None
+        if self._numbers is not None:
+            line = self._numbers.strip(_strip_always(line))
         if self._indent is not None:
             line = _strip_always(line)
             line = self._indent.strip(line)
@@ -551,7 +580,7 @@ class Cleaner:
         records is its own cleaned text (the fast reader, diag/scan.py, relies on this)."""
         return (not self.light and self._strippers == ALWAYS and self._compose is None and self._literal is None
                 and self._indent is None and not self._html and not self._double and not self._flat
-                and not self._inline and self.info.wrap_width is None)
+                and not self._inline and self._numbers is None and self.info.wrap_width is None)
 
     def emit(self, lineno: int, raw: str) -> Iterator[tuple[int, str]]:
         """One raw line, cleaned (split where records ran together; nothing for a fence)."""

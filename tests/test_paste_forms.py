@@ -7,7 +7,8 @@ after every line, a Ray actor's tag, a journal's prefix. Each form below is appl
 tests/data/sglang (real logs users pasted in public issues); the top finding's category must stay
 what diag answers for the log as posted. The forms were found by applying them to every labelled
 log (the harness in the comment at the end): before the cleaner handled them, no-break spaces
-changed 202 of 279 answers, HTML escapes 38, typographic quotes 15, indentation 7, double spacing 9.
+changed 202 of 279 answers, HTML escapes 38, typographic quotes 15, indentation 7, double spacing 9,
+and later a viewer's line numbers 35 of 205.
 """
 from __future__ import annotations
 
@@ -46,6 +47,8 @@ FORMS = {
     .replace('"', "&quot;").replace("'", "&#39;"),
     "terminal-padding": lambda t: "\n".join(l + "   " for l in _lines(t)),
     "double-spaced": lambda t: "\n\n".join(_lines(t)),
+    "cat-n-line-numbers": lambda t: "\n".join(f"{i + 1:6d}\t{l}" for i, l in enumerate(_lines(t))),
+    "viewer-line-numbers": lambda t: "\n".join(f"{i + 101} {l}" for i, l in enumerate(_lines(t))),
 }
 
 
@@ -68,6 +71,8 @@ def test_a_paste_form_keeps_the_diagnosis(form):
         text = log.read_text(encoding="utf-8", errors="replace")
         if form == "double-spaced" and sum(1 for l in _lines(text) if l.strip()) < 3:
             continue          # two lines with a blank between them are not told from a log's own blank line
+        if form.endswith("line-numbers") and len(_lines(text)) < 3:
+            continue          # nor two numbered lines from a log's own leading numbers
         want = _category(text)
         got = _category(FORMS[form](text))
         if got != want:
