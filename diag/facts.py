@@ -292,14 +292,21 @@ def _flags(f: Facts, launch_text: str | None) -> None:
         f.server_args, f.server_args_event = sa.data["fields"], sa
         f.flags.update(server_args_to_flags(sa.data["fields"], cat))
     launches = [e for e in f.events if e.kind == "launch"]
-    text = launch_text or (launches[0].data["command"] if launches else None)
-    if text:
-        cmd = parse_launch(text, cat)
-        if cmd.flags or cmd.problems:
-            f.launch = cmd
-            f.launch_event = launches[0] if (launches and not launch_text) else None
-            f.flags.update(cmd.flags)
-            f.env.update(cmd.env)
+    chosen = None
+    if launch_text:
+        cmd = parse_launch(launch_text, cat)
+    elif launches:
+        # several commands in one paste (the user's own prompt line above the log, a relaunch): the one
+        # that says the most about the server, the later of equals
+        parsed = [(parse_launch(e.data["command"], cat), e) for e in launches]
+        cmd, chosen = max(reversed(parsed), key=lambda p: len(p[0].flags))
+    else:
+        cmd = None
+    if cmd is not None and (cmd.flags or cmd.problems):
+        f.launch = cmd
+        f.launch_event = chosen
+        f.flags.update(cmd.flags)
+        f.env.update(cmd.env)
 
 
 def _environment(f: Facts) -> None:

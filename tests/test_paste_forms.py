@@ -113,3 +113,17 @@ def test_a_long_line_quoting_an_exception_is_not_taken_for_a_flattened_paste(tmp
 
 # The harness that found the forms (run over every labelled set, not in the suite):
 #   for each labelled log whose answer is right, apply each form and count the answers that change.
+
+
+def test_the_users_prompt_line_above_the_log_does_not_replace_the_logs_command(tmp_path):
+    """Two launch commands in one paste: the one that says the most about the server is read (the
+    user's short prompt line above a log that echoes the full command, or a relaunch)."""
+    from diag.analyze import analyze_with_facts
+    p = tmp_path / "two-commands.log"
+    p.write_text("$ python -m sglang.launch_server --model-path /models/x\n"
+                 "python -m sglang.launch_server --model-path /models/x --tp-size 2 --speculative-algorithm EAGLE "
+                 "--speculative-num-steps 3 --mem-fraction-static 0.8\n"
+                 "ValueError: something failed\n")
+    _, facts = analyze_with_facts([str(p)])
+    assert facts.flag("--tp-size") == 2 or str(facts.flag("--tp-size")) == "2"
+    assert facts.flag("--speculative-algorithm") == "EAGLE" and facts.launch_event.line == 2
