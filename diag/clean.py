@@ -163,6 +163,8 @@ def _inline_exception(line: str) -> int | None:
     m = INLINE_EXC.search(line)
     if m is None or m.start() == 0:
         return None
+    if line[:m.start() + 1].rstrip(" `'\"(").endswith(":"):
+        return None         # 'Capture cuda graph failed: RuntimeError: …': the exception is that message's detail
     return m.start() + 1
 
 

@@ -127,3 +127,19 @@ def test_the_users_prompt_line_above_the_log_does_not_replace_the_logs_command(t
     _, facts = analyze_with_facts([str(p)])
     assert facts.flag("--tp-size") == 2 or str(facts.flag("--tp-size")) == "2"
     assert facts.flag("--speculative-algorithm") == "EAGLE" and facts.launch_event.line == 2
+
+
+@pytest.mark.parametrize("line, category", [
+    # an SGLang message whose detail is the exception ('…: RuntimeError: …') stays one message
+    ("Capture cuda graph failed: RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+     "capacity of 79.15 GiB of which 1.02 GiB is free.", "oom.cuda_graph"),
+    ("Exception in ModelRunner: ValueError: Loaded weights leave no GPU memory for the KV cache under "
+     "--mem-fraction-static=0.88.", "oom.kv_pool"),
+    # prose or code before a quoted exception is cut off
+    ("sglang is installing the latest vllm, looks like this file was removed from vllm 0.4.0  "
+     "`ModuleNotFoundError: No module named 'vllm.model_executor.input_metadata`", "env.import_error"),
+])
+def test_one_line_quotes(line, category, tmp_path):
+    p = tmp_path / "one.log"
+    p.write_text(line + "\n")
+    assert analyze([str(p)]).findings[0].category == category
