@@ -375,6 +375,10 @@ def _repeats(line: str, nxt: str) -> bool:
     return len(nxt) >= 24 and nxt[:24] == line[:24]
 
 
+WRAP_PARTS = 1024        # physical lines one wrapped record may span (a ServerArgs dump wraps over 100)
+MAX_JOINED = 64 << 10    # and characters
+
+
 def _wrap_width(lines: list[str], starts_record) -> int | None:
     """The width a paster hard-wrapped at: lines of exactly the maximum length that are followed
     by the rest of themselves (a line that does not start a record, often cut mid-word)."""
@@ -390,7 +394,9 @@ def _wrap_width(lines: list[str], starts_record) -> int | None:
     follows = [i for i in full if lines[i + 1] and not starts_record(lines[i + 1])
                and not _repeats(lines[i], lines[i + 1])]
     mid_word = [i for i in follows if _mid_token(lines[i], lines[i + 1])]
-    if len(full) >= 3 and len(follows) >= 0.6 * len(full):
+    # many full-width lines, most followed by their rest, and the breaks falling inside words as a
+    # terminal's fixed width puts them (a log's own longest lines end where their records end)
+    if len(full) >= 3 and len(follows) >= 0.6 * len(full) and len(mid_word) >= 0.3 * len(full):
         return top
     # few full-width lines: each is followed by the rest of itself, and one at least breaks mid-word
     return top if mid_word and len(follows) == len(full) else None
@@ -551,18 +557,24 @@ class Cleaner:
 
         pending: tuple[int, str] | None = None
         last_len = 0  # length of the last physical line inside `pending`
+        parts = 0     # physical lines joined into `pending`
         for lineno, raw in raw_lines():
             if pending is not None:
-                if width and last_len >= width - 1 and raw and not self._starts_record(raw) \
+                # a terminal wraps a line at exactly its width (a longer line was not wrapped there), and
+                # a record wrapped over WRAP_PARTS lines or MAX_LINE characters is not one record: the
+                # join stops (each join copies the record so far, so an unbounded chain is quadratic)
+                if width and width - 1 <= last_len <= width and parts < WRAP_PARTS and len(pending[1]) < MAX_JOINED \
+                        and raw and not self._starts_record(raw) \
                         and not pending[1].rstrip().endswith(("|", "+", ">")) and not _repeats(pending[1], raw):
                     # a part that ends in spaces (a terminal's padding, a wrap at a space) joins with one
                     head = pending[1]
                     pending = (pending[0], head.rstrip() + " " + raw.lstrip() if head[-1:].isspace() else head + raw)
                     last_len = len(raw)
+                    parts += 1
                     self.info.joined += 1
                     continue
                 yield from self._emit(pending)
-            pending, last_len = (lineno, raw), len(raw)
+            pending, last_len, parts = (lineno, raw), len(raw), 1
         if pending is not None:
             yield from self._emit(pending)
 

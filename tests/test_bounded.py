@@ -101,3 +101,27 @@ def test_rows_from_frames_equal_rows_one_by_one(monkeypatch, frames):
         bulk.add_frame(pl.DataFrame(rows[k:k + step]))
     assert bulk.timeline(240) == one.timeline(240)
     assert _n(bulk.last()) == _n(one.last()) and len(bulk) == len(one)
+
+
+def test_a_log_whose_later_lines_outgrow_the_sample_is_not_joined_into_one_record():
+    """Prefix-less lines that grow longer than the first lines (counters gain digits): the longest
+    sampled lines are no terminal's wrap width, and later, longer lines are never joined to their
+    neighbours (each join copies the record so far: a chain over the whole log was quadratic; a
+    60,000-line log of this shape took 30 s of CPU, 200,000 lines 527 s)."""
+    import random
+    from diag.clean import Cleaner
+    rnd = random.Random(5)
+    lines = [f"worker_{rnd.getrandbits(32):08x} state: cache_hit_rate={rnd.random():.3f} num_tokens_total={i * 37} "
+             f"request_slot_index={i % 977}" for i in range(20000)]
+    c = Cleaner()
+    out = list(c.run(lines))
+    assert c.info.wrap_width is None and len(out) == len(lines)
+    # and where a paste does have a wrap width, one joined record stays under MAX_JOINED characters
+    from diag.clean import MAX_JOINED
+    body = "".join(chr(97 + rnd.randrange(26)) for _ in range(80_000))   # one 80,000-character record, wrapped at 80
+    pasted = [body[i:i + 80] for i in range(0, len(body), 80)] + ["end"]
+    c2 = Cleaner()
+    out2 = list(c2.run(pasted))
+    assert c2.info.wrap_width == 80
+    assert all(len(t) <= MAX_JOINED + 80 for _, t in out2) and len(out2) >= 2
+    assert sum(len(t) for _, t in out2) == len(body) + 3      # nothing lost
