@@ -8,6 +8,7 @@ Which prefixes apply is decided from the first lines (`SAMPLE`), then streamed.
 """
 from __future__ import annotations
 
+import functools
 import os
 from collections import Counter
 from dataclasses import dataclass, field
@@ -293,7 +294,13 @@ def _strip_always(line: str) -> str:
     return line
 
 
-_INDENTS: dict[str, Stripper] = {}
+@functools.lru_cache(maxsize=32)
+def _indent_stripper(char: str, width: int) -> Stripper:
+    """Up to `width` leading `char`s (a space or a tab) removed."""
+    kind = "tab" if char == "\t" else "space"
+    return Stripper(f"indentation of {width} {kind}{'s' if width > 1 else ''}",
+                    rx.compile("^" + ("\\t" if char == "\t" else " ") + "{1," + str(width) + "}"),
+                    lambda l: l[:1] == char)
 
 
 def _common_indent(lines: list[str]) -> Stripper | None:
@@ -311,14 +318,7 @@ def _common_indent(lines: list[str]) -> Stripper | None:
     least = [l[len(lead):] for l in nonblank if not l[len(lead):][:1].isspace()]
     if all(l.startswith(("File \"", "^", "~")) for l in least):
         return None
-    key = lead
-    if key not in _INDENTS:
-        width = len(lead)
-        unit = "\t" if lead[0] == "\t" else " "
-        _INDENTS[key] = Stripper(f"indentation of {width} {'tab' if unit == chr(9) else 'space'}{'s' if width > 1 else ''}",
-                                 rx.compile("^" + ("\\t" if unit == chr(9) else " ") + "{1," + str(width) + "}"),
-                                 lambda l, c=lead[0]: l[:1] == c)
-    return _INDENTS[key]
+    return _indent_stripper(lead[0], len(lead))
 
 
 LINE_NO = rx.compile(r"^ {0,6}(\d{1,7})(?:\t| |: |\| )")

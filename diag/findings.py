@@ -48,9 +48,10 @@ def _spell(finding: Finding, facts, strict: bool) -> None:
             value = fix.value if fix.action != "remove" else None
             spelled = cat.translate(fix.flag, value) if cat else [(fix.flag, fix.value)]
             undated = getattr(getattr(facts, "version", None), "describe", lambda: "")() == "unknown"
-            if undated:
+            wide = None
+            if cat and undated:
                 from .flags import widest_spelling
-            wide = widest_spelling(fix.flag, value) if cat and undated else None
+                wide = widest_spelling(fix.flag, value)
             if wide is not None and spelled and [wide] != spelled:
                 # the log does not date SGLang: a spelling every catalogued release accepts (the newest as
                 # deprecated) works whatever the user runs; the newest release's own name is noted

@@ -622,13 +622,14 @@ class Catalog:
         A Match with no fields, `partial` and `loose` set (it is not SGLang's wording)."""
         if "_" not in message:
             return None
-        names = _template.identifiers(message[:4000])
-        if len(names) < 2:
-            return None
         key = ("\0loose", message[:4000])
         hit = self._memo.get(key, 0)
         if hit != 0:
             return hit
+        names = _template.identifiers(message[:4000])
+        if len(names) < 2:
+            self._memo.put(key, None)
+            return None
         q = ",".join("?" * len(names))
         try:
             rows = self.db.execute(f"SELECT message, n, count(*) FROM idents WHERE key IN ({q}) GROUP BY message",
