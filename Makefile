@@ -4,10 +4,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup demo test browser bench bench-serve score catalog catalog-full fuzz mutate
+.PHONY: setup demo test native browser bench bench-serve score catalog catalog-full fuzz mutate
 setup: $(BIN)/diag
 
-$(BIN)/diag: pyproject.toml
+$(BIN)/diag: pyproject.toml setup.py
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test]'
@@ -27,9 +27,16 @@ TEST_JOBS ?= 2
 # bytecode: the package is compiled once up front and pytest keeps its rewritten test modules, even
 # where the environment sets PYTHONDONTWRITEBYTECODE (every subprocess test otherwise compiled diag
 # again from source: 0.29 s against 0.15 s a run); only __pycache__ folders are written
-test: setup browser
+# the fast reader's C classifier (diag/_lines.c) rebuilt where it changed; where a C compiler is, the
+# tests require it (tests/test_native.py), so a C file that no longer builds fails rather than
+# passing on the polars fallback
+native: setup
+	$(BIN)/python setup.py -q build_ext --inplace 2>&1 | grep -v -e BetaConfiguration -e 'warnings.warn' || true
+REQUIRE_NATIVE := $(shell command -v cc >/dev/null 2>&1 && echo 1)
+
+test: setup browser native
 	$(BIN)/python -m compileall -q diag >/dev/null
-	PYTHONDONTWRITEBYTECODE= DIAG_REQUIRE_BROWSER=1 $(BIN)/python -m pytest $(if $(filter 0,$(TEST_JOBS)),,-n $(TEST_JOBS) --dist worksteal)
+	PYTHONDONTWRITEBYTECODE= DIAG_REQUIRE_BROWSER=1 DIAG_REQUIRE_NATIVE=$(REQUIRE_NATIVE) $(BIN)/python -m pytest $(if $(filter 0,$(TEST_JOBS)),,-n $(TEST_JOBS) --dist worksteal)
 
 bench: setup
 	$(BIN)/python benchmarks/run.py

@@ -233,6 +233,35 @@ class Signatures:
         found.update(w for w in DIRTY_WORDS if w not in taken and w.encode() in chunk)
         return out, [w for w in DIRTY_WORDS if w in found]
 
+    def marks(self, chunk: bytes) -> tuple[bytes, list[str]] | None:
+        """For the C classifier: (the offsets, as int64 bytes, of a byte of each signature's match,
+        the cleaner's words the chunk holds), in one pass over the bytes; None where a pattern is
+        left to polars (Hyperscan refused it). Without Hyperscan, RE2 finds the same lines."""
+        from array import array
+        found: set[str] = set()
+        at = array("q")
+        if self._db is not None:
+            if self._alternation is not None:
+                return None
+            words = self._words
+            push = at.append
+
+            def hit(i, _f, to, _fl, _c):
+                if i in words:
+                    found.add(words[i])
+                else:
+                    push(to - 1)       # the match's last byte
+
+            self._db.scan(chunk, match_event_handler=hit)
+            taken = set(words.values())
+        else:
+            for m in _SIGNATURES_RE.finditer(chunk):
+                at.append(m.start())
+                at.append(max(m.start(), m.end() - 1))
+            taken = set()
+        found.update(w for w in DIRTY_WORDS if w not in taken and w.encode() in chunk)
+        return at.tobytes(), [w for w in DIRTY_WORDS if w in found]
+
     def rows(self, chunk: bytes, lines) -> "object":
         """A boolean polars Series over the chunk's lines: True where a signature is."""
         return self.scan(chunk, lines)[0]
@@ -350,7 +379,7 @@ class FastReader:
             if not (self.small and whole and self._small(first)):
                 self._slow(first)
             return False
-        if not _polars():
+        if _native() is None and not _polars():
             self._slow(first)
             return False
         body = first[3:] if opened.encoding == "utf-8-sig" and first.startswith(b"\xef\xbb\xbf") else first
@@ -607,6 +636,18 @@ class FastReader:
 
     # -- one chunk ------------------------------------------------------------------------
     def _chunk(self, data: bytes, max_lines: int) -> bool:
+        if self.lines == 0:
+            # the input's first FIRST_BLOCK lines on their own (the memo of line classes learns there)
+            cut = -1
+            for _ in range(FIRST_BLOCK):
+                cut = data.find(b"\n", cut + 1)
+                if cut < 0:
+                    break
+            if 0 <= cut < len(data) - 1 and self._native_chunk(data[:cut + 1], max_lines):
+                return self._chunk(data[cut + 1:], max_lines)
+        if self._native_chunk(data, max_lines):
+            return False
+        _polars()
         import polars as pl
         text = data.decode("utf-8", "replace")
         self.chars += len(text)
@@ -638,6 +679,180 @@ class FastReader:
             self._block(lines.slice(at, size), flagged.slice(at, size), start + at, words)
             at += size
         return stopped
+
+    # -- one chunk in C (diag/_lines.c), once the kept rank and a layout are known ------------------
+    def _native_chunk(self, data: bytes, max_lines: int) -> bool:
+        """This chunk classified by the C classifier (the classes _block_known gives; then the memo of
+        line classes, the rows, the lines fed and the gaps as _finish_block makes them): False, with
+        nothing done, where it does not apply (no module, the kept rank or a layout not known yet,
+        a signature left to polars, the line cap within the chunk, more ranks than it counts)."""
+        native = _native()
+        parser = self.parser
+        if native is None or self.signatures is None:
+            return False
+        got = self.signatures.marks(data)
+        if got is None:
+            return False
+        marks, words = got
+        start = self.lines + 1
+        wb = tuple(w.encode() for w in words)
+        rank = parser.batch_rank
+        first_batch_done = rank is not None
+        # before the kept rank is known no line is of it (b"\0" is no rank)
+        res = native.classify(data, marks, wb, rank.encode() if rank is not None else b"\0",
+                              [lay[4] for lay in self._layouts], start, MAX_LINE)
+        if res is None or self.lines + res[0] > max_lines:
+            return False
+        offs = memoryview(res[1]).cast("q")
+
+        def line(i: int) -> str:
+            return data[offs[i]:offs[i + 1] - 1].decode("utf-8", "replace")
+
+        if rank is None:
+            # the kept rank: the first batch line's (as _block finds it); a line before it that clean-up
+            # may turn into a batch line of another rank sends the chunk to _block (line by line)
+            flags = res[3]
+            fb = flags.translate(_BATCH_BIT).find(1)
+            if fb >= 0:
+                dirty = flags.translate(_DIRTY_BIT)
+                j = dirty.find(1, 0, fb)
+                while j >= 0:
+                    t = line(j)
+                    if "Decode batch" in t or "Prefill batch" in t:
+                        return False
+                    j = dirty.find(1, j + 1, fb)
+                rank = res[6][res[5][fb] - 1].decode("ascii", "replace") if res[5][fb] else ""
+                res = native.classify(data, marks, wb, rank.encode(), [lay[4] for lay in self._layouts], start, MAX_LINE)
+                if res is None:
+                    return False
+        rb = rank.encode() if rank is not None else b"\0"
+
+        # a kept-rank batch line no layout took: a layout learned from the first of them (as _rows does)
+        while 6 in res[2]:
+            if len(self._layouts) >= MAX_LAYOUTS or self._learned >= 4 * MAX_LAYOUTS:
+                break
+            self._learned += 1
+            lay = _frame_layout(line(res[2].find(6)))
+            if lay is None:
+                break
+            self._layouts.append(lay)
+            res = native.classify(data, marks, wb, rb, [lay[4] for lay in self._layouts], start, MAX_LINE)
+            if res is None:
+                return False
+        n, _, cls, flags, tse_b, rk, ranks, kb, last_kind, rows = res
+        tse = memoryview(tse_b).cast("i")
+        self.lines += n
+        self.chars += len(data) if data.isascii() else len(data.decode("utf-8", "replace"))
+        g = cls.translate(_GAP_CLASS)        # 1 batch, 2 access, 3 blank, 0 the rest (4: the memo, below)
+        if rows[0]:
+            parser.batches.add_arrays(rows)
+        # the memo of line classes (as _memo_classes): prefixed lines that are none of the classes
+        learn: dict[int, str] = {}
+        zeros = _zeros(g)
+        if zeros:
+            known = self._memo.known
+            last = next((j for j in range(n - 1, -1, -1) if g[j] != 3), -1)
+            for i in zeros:
+                f = flags[i]
+                if f & _CANDIDATE != _PREFIXED or offs[i + 1] - offs[i] - 1 > KEY_MAX:
+                    continue
+                t = line(i)
+                if any(w in t for w in MEMO_EXCLUDE):
+                    continue
+                key = _MASK_RE.sub("#", t[_PREFIX_RE.match(t).end():])
+                if key in known and i != last:
+                    g[i] = 4
+                else:
+                    learn[i] = key
+        pf = flags.translate(_PREFIX_BIT)
+        carry = self._carry_kind
+        memo, events = self._memo, parser.events
+
+        def ts(j: int) -> str:
+            return data[offs[j] + 1:offs[j] + tse[j]].decode("ascii", "replace")
+
+        def rank_of(j: int) -> str | None:
+            return ranks[rk[j] - 1].decode("ascii", "replace") if rk[j] else ("" if pf[j] else None)
+
+        def gap(a: int, b: int) -> None:
+            nonlocal first_batch_done
+            if g.find(4, a, b) >= 0 and not self._between():
+                split(a, b)
+                return
+            count = b - a
+            blanks, batches, http = g.count(3, a, b), g.count(1, a, b), g.count(2, a, b)
+            first = None
+            if batches and not first_batch_done:
+                bi = g.find(1, a, b)
+                first = (start + bi, rank or None, _msg(line(bi)))
+                first_batch_done = True
+            prefixed = pf.count(1, a, b)
+            first_ts = last_ts = None
+            if prefixed:
+                first_ts, last_ts = ts(pf.find(1, a, b)), ts(pf.rfind(1, a, b))
+            ids = set(rk[a:b])
+            ids.discard(0)
+            parser.skip(Gap(count=count, content=count - blanks, closes=bool(blanks or batches), blank=bool(blanks),
+                            prefixed=prefixed, first_ts=first_ts, last_ts=last_ts,
+                            ranks=tuple(ranks[k - 1].decode("ascii", "replace") for k in ids), http=http,
+                            http_last=start + g.rfind(2, a, b) if http else None, first_batch=first,
+                            _head=lambda k, a=a, count=count: [(start + a + j, line(a + j)) for j in range(min(k, count))],
+                            _recent=[(start + j, line(j)) for j in range(max(a, b - CONTEXT), b)]))
+
+        def split(a: int, b: int) -> None:
+            """A gap with lines of known skeletons while a record is open (as _feed's split)."""
+            nonlocal first_batch_done
+            ls = [line(j) for j in range(a, b)]
+            cl = bytearray(g[a:b])
+            tss = [ts(j) if pf[j] else None for j in range(a, b)]
+            rks = [rank_of(j) for j in range(a, b)]
+            count, base, pos = b - a, start + a, 0
+            while pos < count:
+                k = -1 if self._between() else cl.find(4, pos)
+                end = count if k < 0 else k
+                if end > pos:
+                    first_batch_done = self._gap_lists(ls, cl, tss, rks, pos, end, rank, first_batch_done, base)
+                if k < 0:
+                    return
+                kind = kb[a + k] if kb[a + k] != 2 else (carry if carry is not None else -1)
+                for m, text in self.cleaner.emit(base + k, ls[k]):
+                    self.on_line(m, text, kind, False)
+                pos = k + 1
+
+        prev = 0
+        for i in (zeros if g.count(4) == 0 else _zeros(g)):
+            if prev < i:
+                gap(prev, i)
+            prev = i + 1
+            lineno = start + i
+            kind = kb[i] if kb[i] != 2 else (carry if carry is not None else -1)
+            raw = line(i)
+            f = flags[i]
+            if f & _BATCH:
+                first_batch_done = True
+            if f & _LONG:
+                self._cut += len(raw) >= MAX_LINE
+                raw = raw[:MAX_LINE]
+            key = learn.get(i)
+            if key is not None and self._between():
+                made = (events.total, len(parser.tracebacks), len(parser.versions))
+                for m, text in self.cleaner.emit(lineno, raw):
+                    self.on_line(m, text, kind, False)
+                memo.learned(key, self._between() and made == (events.total, len(parser.tracebacks), len(parser.versions)))
+                continue
+            for m, text in self.cleaner.emit(lineno, raw):
+                self.on_line(m, text, kind, bool(f & _SIG and f & (_BATCH | _HTTP)))
+        if prev < n:
+            gap(prev, n)
+        if last_kind != 2:
+            self._carry_kind = last_kind
+        self._tail.extend((start + j, line(j), g[j] != 0) for j in range(max(0, n - TAIL), n))
+        j = next((j for j in range(n - 1, -1, -1) if g[j] != 3), None)
+        if j is not None:
+            t = line(j)
+            if g[j] != 0 or t.strip():
+                self._last_content = (start + j, t, g[j] == 0)
+        return True
 
     def _block(self, lines, flagged, start: int, words: list[str] = DIRTY_WORDS) -> None:
         import polars as pl
@@ -691,7 +906,7 @@ class FastReader:
         width = 1 + len(rank) + 1 if rank else 1      # ' TP0' and ']' after the timestamp
         hit = hit.with_columns(ts=c.str.slice(1, c.str.find("]", literal=True) - width))
         out = []
-        for k, (_, slots, kind, _) in enumerate(self._layouts):
+        for k, (_, slots, kind, _, _) in enumerate(self._layouts):
             part = hit.filter(pl.col("_k") == k)
             if part.height:
                 out.append(_values(part, slots, kind))
@@ -763,7 +978,7 @@ class FastReader:
                 if got is None:
                     break
                 layouts.append(got)
-            regex, slots, kind, _ = layouts[k]
+            regex, slots, kind, _, _ = layouts[k]
             k += 1
             todo = todo.with_columns(_hit=pl.col("l").str.contains(regex))
             hit = todo.filter(pl.col("_hit"))
@@ -783,7 +998,7 @@ class FastReader:
         if got is None or got[0] != (rank, len(self._layouts)):
             ranks = re.escape(" " + rank) if rank else ""
             head = r"^\[" + TS + ranks + r"\]" + _SP + "?"
-            got = self._ranked_for = ((rank, len(self._layouts)), [head + body for _, _, _, body in self._layouts])
+            got = self._ranked_for = ((rank, len(self._layouts)), [head + body for _, _, _, body, _ in self._layouts])
         return got[1]
 
     def _slow_chunk(self, df, start: int) -> None:
@@ -937,6 +1152,29 @@ class FastReader:
             i, t, c = content.row(0)
             if c != 0 or t.strip():
                 self._last_content = (start + i, t, c == 0)
+
+# the C classifier's flags and classes (diag/_lines.c)
+_BATCH, _HTTP, _SIG, _LONG, _DIRTY, _MINE, _PREFIXED = 1, 2, 4, 8, 16, 32, 64
+_CANDIDATE = _BATCH | _HTTP | _SIG | _DIRTY | _PREFIXED       # a memo candidate has only _PREFIXED of these
+_GAP_CLASS = bytes([0, 1, 2, 3, 4, 1, 0] + [0] * 249)           # 5 another rank's batch line, 6 a line fed
+_PREFIX_BIT = bytes(1 if k & _PREFIXED else 0 for k in range(256))
+_BATCH_BIT = bytes(1 if k & _BATCH else 0 for k in range(256))
+_DIRTY_BIT = bytes(1 if k & _DIRTY else 0 for k in range(256))
+
+
+def _zeros(buf) -> list[int]:
+    """Where buf (a bytearray of classes) holds 0."""
+    out, i = [], buf.find(0)
+    while i >= 0:
+        out.append(i)
+        i = buf.find(0, i + 1)
+    return out
+
+
+def _native():
+    from .native import lines
+    return lines()
+
 
 def _line_set(data, positions, nl) -> set[int]:
     """The 0-based lines (separated by `nl`) that hold these offsets of `data`."""
@@ -1096,8 +1334,10 @@ def _whole_line(layout, ranks: str):
 
 def _frame_layout(line: str):
     """(a regex that a whole batch line in this line's layout matches, {column: (part, characters
-    before its value)}, kind), for the fast reader's chunks: the layout _small_layout reads, the
-    line split at ', ' (the prefix holds no ', ')."""
+    before its value)}, kind, the regex's message part, the layout as the C classifier takes it:
+    (heads as bytes, each head's column or -1 for a value no column takes or -2 for none, kind)),
+    for the fast reader's chunks: the layout _small_layout reads, the line split at ', ' (the
+    prefix holds no ', ')."""
     m = _PREFIX_RE.match(line)
     if m is None:
         return None
@@ -1111,20 +1351,24 @@ def _frame_layout(line: str):
         if j is not None:
             slots[col] = (j, len(heads[j]))
             slot_at[j] = col
-    pieces = []
+    pieces, spec = [], []
+    columns = list(FIELDS)
     for j, head in enumerate(heads):
         if not head.endswith(": "):
             pieces.append(re.escape(head))
+            spec.append(-2)
         elif j in slot_at:      # a number (True or False there is rare: the parser reads that line)
             pieces.append(re.escape(head) + _NUMBER)
+            spec.append(columns.index(slot_at[j]))
         else:
             pieces.append(re.escape(head) + "[^,:]*")
+            spec.append(-1)
     body = ", ".join(pieces) + "$"
     regex = PREFIX + body
-    import polars as pl
-    if not pl.Series([line]).str.contains(regex)[0]:
+    if re.match(regex, line) is None:     # deterministic (no part of it can take another length): linear
         return None
-    return regex, slots, 1 if heads[0].startswith("Decode") else 0, body
+    kind = 1 if heads[0].startswith("Decode") else 0
+    return regex, slots, kind, body, (tuple(h.encode() for h in heads), tuple(spec), kind)
 
 
 def _prefixed(df):

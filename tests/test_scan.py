@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -24,19 +25,40 @@ LOGS = sorted(p for p in DATA.rglob("*") if p.is_file() and p.suffix in (".log",
 
 # the three readers: the fast one (polars, forced), the small one (pure Python, which diag takes
 # for inputs under the fast reader's threshold) and the line-by-line reader every one must agree with
-READERS = {True: dict(fast_min_bytes=0), "small": dict(fast_min_bytes=1 << 62),
+# ("polars": the fast reader without its C classifier, diag/_lines.c, as where it was not built)
+READERS = {True: dict(fast_min_bytes=0), "polars": dict(fast_min_bytes=0), "small": dict(fast_min_bytes=1 << 62),
            False: dict(fast_min_bytes=1 << 62, small_reader=False)}
+FAST = (True, "polars")
 
 
 def report(path, fast, **kw) -> dict:
-    """The report JSON through one reader: fast True (the fast reader), "small", or False (line by line)."""
+    """The report JSON through one reader: fast True (the fast reader), "polars" (the same without
+    the C classifier), "small", or False (line by line)."""
     opts = Options(**READERS[fast], **kw)
+    old = os.environ.get("DIAG_NO_NATIVE")
+    if fast == "polars":
+        os.environ["DIAG_NO_NATIVE"] = "1"
     try:
         out = json.loads(jsonout.dumps(analyze([str(path)], options=opts).to_json()))
     except Exception as exc:  # an input error must be the same error
         return {"error": f"{type(exc).__name__}: {exc}"}
+    finally:
+        if fast == "polars" and old is None:
+            del os.environ["DIAG_NO_NATIVE"]
     out.pop("generated_at", None)
     return out
+
+
+def facts_of(path, reader):
+    """The facts of one reader (as report())."""
+    old = os.environ.get("DIAG_NO_NATIVE")
+    if reader == "polars":
+        os.environ["DIAG_NO_NATIVE"] = "1"
+    try:
+        return analyze_with_facts([str(path)], options=Options(**READERS[reader]))[1]
+    finally:
+        if reader == "polars" and old is None:
+            del os.environ["DIAG_NO_NATIVE"]
 
 
 @pytest.mark.parametrize("path", LOGS, ids=lambda p: str(p.relative_to(DATA)))
@@ -44,6 +66,8 @@ def test_same_report_through_both_readers(path):
     slow = report(path, fast=False)
     assert report(path, fast=True) == slow
     assert report(path, fast="small") == slow
+    if LOGS.index(path) % 3 == 0:      # the polars path on a third of them (the edge cases below take it on all)
+        assert report(path, fast="polars") == slow
 
 
 def test_the_small_reader_takes_small_logs(tmp_path):
@@ -114,7 +138,7 @@ def test_serving_log_variants(tmp_path, variant):
         data = gzip.compress(data)
     path.write_bytes(data)
     fast, slow = report(path, fast=True), report(path, fast=False)
-    assert fast == slow == report(path, fast="small")
+    assert fast == slow == report(path, fast="small") == report(path, fast="polars")
     assert fast["findings"], "the OOM is found"
     lines = {c["line"]: c["text"] for f in fast["findings"] for e in f["evidence"] for c in e["context"]}
     assert any("Decode batch" in t for t in lines.values()), "evidence windows show the batch lines around events"
@@ -130,7 +154,8 @@ def test_caps_and_events_between_batches(tmp_path):
     from diag.read import Limits
     for cap in (1000, 1600, 10**6):
         slow = report(path, False, limits=Limits(max_lines=cap))
-        assert report(path, True, limits=Limits(max_lines=cap)) == slow == report(path, "small", limits=Limits(max_lines=cap))
+        for reader in (*FAST, "small"):
+            assert report(path, reader, limits=Limits(max_lines=cap)) == slow, (reader, cap)
 
 
 def test_a_signature_inside_a_batch_line_reaches_the_rules(tmp_path):
@@ -141,8 +166,9 @@ def test_a_signature_inside_a_batch_line_reaches_the_rules(tmp_path):
                  "gen throughput (token/s): 1.0, #queue-req: 0 RuntimeError: NCCL error: unhandled system error")
     path = tmp_path / "x.log"
     path.write_text("\n".join(lines) + "\n")
-    rep = report(path, fast=True)
-    assert any(f["rule"] == "SGL-ENV-006" for f in rep["findings"])
+    for reader in FAST:
+        rep = report(path, fast=reader)
+        assert any(f["rule"] == "SGL-ENV-006" for f in rep["findings"])
     _, facts = analyze_with_facts([str(path)], options=Options(fast_min_bytes=0))
     assert len(facts.batches[0]) == 1200 // 3 + 1
 
@@ -152,9 +178,8 @@ def test_batch_statistics_the_same_rows(tmp_path):
     path.write_text(_serving_log(4000, OOM_TAIL))
     _, slow = analyze_with_facts([str(path)], options=Options(**READERS[False]))
     b = slow.batches[0]
-    for reader in (True, "small"):
-        _, fast = analyze_with_facts([str(path)], options=Options(**READERS[reader]))
-        a = fast.batches[0]
+    for reader in (*FAST, "small"):
+        a = facts_of(path, reader).batches[0]
         assert len(a) == len(b) > 1000
         for name in ("kind", "line", "ts", "running", "queue", "usage", "tokens", "throughput"):
             assert [x if x == x else None for x in a.rows[name]] == [x if x == x else None for x in b.rows[name]], name
@@ -171,7 +196,7 @@ def test_a_line_without_end_stays_flat_and_both_readers_agree(tmp_path):
             f.write(b"A" * (1 << 20))
         f.write(b"\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
     fast, slow = report(path, True), report(path, False)
-    assert fast == slow
+    assert fast == slow == report(path, "polars")
     assert any("longer than 256 KiB were cut" in n for n in fast["inputs"][0]["notes"])
     assert fast["findings"] and fast["findings"][0]["category"].startswith("oom.")
 
@@ -220,7 +245,7 @@ def test_lines_of_a_known_skeleton_are_accounted_for_as_fed(tmp_path):
         slow = report(path, fast=False)
         n_slow = len(fed)
         fed.clear()
-        for reader in (True, "small"):
+        for reader in (*FAST, "small"):
             assert report(path, fast=reader) == slow, reader
             assert len(fed) < n_slow // 4, "the memo accounts for most of the plain lines"
             fed.clear()
@@ -261,11 +286,11 @@ def test_small_reader_rows_by_layout_agree_with_the_parser(tmp_path):
     path = tmp_path / "x.log"
     path.write_text("\n".join(lines + OOM_TAIL) + "\n")
     slow_report = report(path, fast=False)
-    assert report(path, fast="small") == slow_report
-    _, slow = analyze_with_facts([str(path)], options=Options(**READERS[False]))
-    _, small = analyze_with_facts([str(path)], options=Options(**READERS["small"]))
-    a, b = small.batches[0], slow.batches[0]
-    assert len(a) == len(b) > 700
-    for name in ("kind", "line", "ts", "running", "queue", "usage", "tokens", "throughput", "accept_len"):
-        assert [x if x == x else None for x in a.rows[name]] == [x if x == x else None for x in b.rows[name]], name
-    assert 1.0 in a.rows["running"]                      # a True read as the parser reads it
+    b = facts_of(path, False).batches[0]
+    for reader in ("small", *FAST):
+        assert report(path, fast=reader) == slow_report, reader
+        a = facts_of(path, reader).batches[0]
+        assert len(a) == len(b) > 700
+        for name in ("kind", "line", "ts", "running", "queue", "usage", "tokens", "throughput", "accept_len"):
+            assert [x if x == x else None for x in a.rows[name]] == [x if x == x else None for x in b.rows[name]], (reader, name)
+        assert 1.0 in a.rows["running"]                      # a True read as the parser reads it

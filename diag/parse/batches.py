@@ -28,6 +28,7 @@ import sys
 from array import array
 from collections import OrderedDict
 
+from ..native import lines as _native
 from ..numbers import to_float
 
 NAN = float("nan")
@@ -111,7 +112,11 @@ class _Fine:
             self.width *= 2
             merged: dict[int, list] = {}
             for k, cell in self.cells.items():
-                _merge(merged, k // 2, cell)
+                have = merged.get(k // 2)
+                if have is None:
+                    merged[k // 2] = cell          # the old grid is dropped: its cells are taken, not copied
+                else:
+                    _merge(merged, k // 2, cell)
             self.cells = merged
 
     def key(self, x: float) -> int:
@@ -229,6 +234,34 @@ class BatchSeries:
         while len(c["line"]) >= 2 * KEEP:      # where `add` would have spilled, row by row
             self._spill(KEEP)
 
+    def add_arrays(self, rows: tuple) -> None:
+        """Rows in line order from the C classifier (diag/_lines.c: classify's rows): (count, line
+        numbers int64, kinds int8, seconds float64, the 7 value columns of COLUMNS[3:] as float64
+        bytes, untimed rows, the highest running, first line, last line). The same state as
+        add_rows with those columns."""
+        n, lines, kinds, secs, values, untimed, top, first, last = rows
+        if not n:
+            return
+        self._flush_frames()
+        c = self._cols
+        if len(c["line"]) and first < c["line"][-1]:
+            self._unsorted = True
+        c["kind"].frombytes(kinds)
+        c["line"].frombytes(lines)
+        c["ts"].frombytes(secs)
+        for name, col in zip(COLUMNS[3:], values):
+            c[name].frombytes(col)
+        self.count += n
+        self.untimed += untimed
+        if self.first_line is None or first < self.first_line:
+            self.first_line = first
+        if self.last_line is None or last > self.last_line:
+            self.last_line = last
+        if top == top and not top <= self.max_running:
+            self.max_running = top
+        while len(c["line"]) >= 2 * KEEP:
+            self._spill(KEEP)
+
     def _count_row(self, lineno: int, sec: float, running: float) -> None:
         self.count += 1
         if sec != sec:
@@ -279,8 +312,18 @@ class BatchSeries:
     def _spill(self, n: int) -> None:
         """The oldest n full rows go to the buckets only."""
         c = self._cols
-        rows = [(c["kind"][i], c["line"][i], c["ts"][i], tuple(c[s][i] for s in SERIES)) for i in range(n)]
-        self._bucket_list(rows)
+        native = _native()
+        if native is not None:
+            # the same cells in C (diag/_lines.c: fold), the fine grid fitted first as add_cells does
+            series = [c[s] for s in SERIES]
+            for fine, by_line, xs in ((self._time, False, c["ts"]), (self._line, True, c["line"])):
+                lo, hi, count = native.span(xs, n)
+                if count:
+                    fine._fit(lo, hi)
+                    native.fold(c["kind"], c["line"], c["ts"], series, n, by_line, fine.width, fine.cells)
+        else:
+            rows = [(c["kind"][i], c["line"][i], c["ts"][i], tuple(c[s][i] for s in SERIES)) for i in range(n)]
+            self._bucket_list(rows)
         for name in COLUMNS:
             del c[name][:n]
         self._spilled += n
@@ -379,7 +422,7 @@ class BatchSeries:
             lines = c["line"]
             order = sorted(range(len(lines)), key=lines.__getitem__)
             for name in COLUMNS:
-                c[name] = array(c[name].typecode, (c[name][i] for i in order))
+                c[name] = array(c[name].typecode, map(c[name].__getitem__, order))
 
     # -- readers ---------------------------------------------------------------------------
     @property
@@ -474,7 +517,14 @@ class BatchSeries:
         fine.cells = {k: list(v) for k, v in src.cells.items()}
         fine.lo, fine.hi = src.lo, src.hi
         c = self._cols
-        if len(c["line"]) >= 2048 and "polars" in sys.modules:   # the fast reader's polars is loaded: vectorised
+        native = _native()
+        if native is not None:
+            n = len(c["line"])
+            lo, hi, count = native.span(c["ts"] if timed else c["line"], n)
+            if count:
+                fine._fit(lo, hi)
+                native.fold(c["kind"], c["line"], c["ts"], [c[s] for s in SERIES], n, not timed, fine.width, fine.cells)
+        elif len(c["line"]) >= 2048 and "polars" in sys.modules:   # the fast reader's polars is loaded: vectorised
             df = self._frame_of(c)
             if timed:
                 self._bucket_frame(df, "ts", fine)
