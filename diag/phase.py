@@ -222,6 +222,7 @@ def from_milestones(milestones: list[Event], before_line: int, rank: str | None,
     graphs_done = "graph_end" in seen
     step = {
         "dist_begin": "dist_init",
+        "nccl_init": "dist_init",
         "dist_end": "weights",
         "load_begin": "weights",
         "load_progress": "weights",

@@ -607,6 +607,12 @@ class LogParser:
                 ev.msg = m
                 self._oom_from(ev)        # an OOM in a wording the parser's own words do not cover
                 return "event"
+            if not new and (got := self._inner_of(m)) is not None:
+                # a line that quotes an error the catalog knows ('Error: {e}. Please install …', a print or
+                # a warning wrapping an ImportError): that error is the event, whatever the wrapper's level
+                ev = self._event("message", lineno, text, ts, rank, message=got[0], inner_of=m.name or m.family)
+                ev.msg = got[1]
+                return "event"
             if not new and (m.event not in QUIET_EVENTS or (m.event == "milestone" and m.component != "sglang")):
                 # SGLang's own start-up steps are the parser's milestones; another component's
                 # (a JIT build starting, NCCL connected) is an event of its own
@@ -749,6 +755,10 @@ class LogParser:
                 self._pyspy = ev
         elif (m := RE_NCCL_VER.search(msg)):
             e("version", lineno, text, ts, rank, component="nccl", version=m[1] or m[2])
+            if m[1]:
+                # printed as SGLang's PyNccl communicator is created, inside torch.distributed's set-up:
+                # a failure after it and before the next step is in that set-up
+                e("milestone", lineno, text, ts, rank, phase="nccl_init")
         elif msg.startswith("nohup:"):
             e("nohup", lineno, text, ts, rank)
         elif (m := RE_ARGPARSE.match(stripped)):
@@ -880,18 +890,25 @@ class LogParser:
         """A wrapper ('Capture cuda graph failed: {error}', 'Init failed: {e}') quoting another
         component's error as its last value: that error, when the catalog knows it by name, is an
         event of its own on the same line, so the rules about it see it."""
-        m = ev.msg
+        got = self._inner_of(ev.msg)
+        if got is not None:
+            inner_text, inner = got
+            extra = self._event("message", ev.line, ev.text, ev.ts, ev.rank, message=inner_text, inner_of=ev.msg.name or ev.msg.family)
+            extra.msg = inner
+
+    def _inner_of(self, m):
+        """(the text, the catalog's match) of an error a matched message quotes as its last long value,
+        when the catalog knows it as an error of its own category; else None."""
         if m is None or not m.fields:
-            return
+            return None
         inner_text = next((v for v in reversed(list(m.fields.values())) if isinstance(v, str) and len(v) >= 12), None)
         if inner_text is None:
-            return
+            return None
         inner = self._match(inner_text)
         if inner is None or inner.family == m.family or not inner.category or inner.category == "runtime.other" \
                 or inner.event in ("device_oom", "milestone", "info", "warning"):
-            return
-        extra = self._event("message", ev.line, ev.text, ev.ts, ev.rank, message=inner_text, inner_of=m.name or m.family)
-        extra.msg = inner
+            return None
+        return inner_text, inner
 
     def _check_site(self, frame: Frame):
         """A bare AssertionError: the catalog's check at the innermost frame that tests the names
