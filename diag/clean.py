@@ -34,6 +34,20 @@ class Stripper:
         return self.pattern.sub("", line, count=1) if self.may(line) else line
 
 
+@dataclass(frozen=True)
+class RichStripper(Stripper):
+    """Python rich's logging handler layout: a time (blank when it repeats), the level padded to a
+    column, the message, and the caller's file:line right-aligned at the terminal's edge. Learned
+    from the lines that carry the file:line column (`may`); the level column is then removed from
+    every line that has it, and the file:line column with its padding where it is there (a line
+    cut by the paste has none)."""
+    suffix: object = None
+
+    def strip(self, line: str) -> str:
+        out = self.pattern.sub("", line, count=1)
+        return self.suffix.sub("", out, count=1) if len(out) != len(line) else line
+
+
 def _may_torch_log(line: str) -> bool:
     """Whether the line may start with PyTorch's glog-form prefix (ALWAYS's 'torch-log')."""
     c = line[:1]
@@ -64,6 +78,7 @@ ALWAYS = [
              lambda l: _may_torch_log(l)),
 ]
 QUOTE_STRIPPER = Stripper("quote", QUOTE, lambda l: _lead(l) == ">")
+RICH_PATH = rx.compile(r" {2,}[\w.-]+\.py:\d+ *$")
 # Prefixes removed only when most sampled lines carry them.
 MAJORITY = [
     QUOTE_STRIPPER,
@@ -77,6 +92,10 @@ MAJORITY = [
     Stripper("journald", rx.compile(r"^[A-Z][a-z]{2}\s+\d{1,2}\s\d\d:\d\d:\d\d\s\S+\s[^\s:\[]+(?:\[\d+\])?:\s"),
              lambda l: l[:1].isupper()),
     Stripper("srun-label", rx.compile(r"^\s{0,3}\d{1,4}:\s"), lambda l: _lead(l).isdigit()),
+    RichStripper("rich logging columns",
+                 rx.compile(r"^(?:\[?(?:\d\d/\d\d/\d\d(?:\d\d)? )?\d\d:\d\d:\d\d\]? +)?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) +"),
+                 lambda l: l[-1:].isdigit() and ".py:" in l[-48:] and RICH_PATH.search(l) is not None,
+                 suffix=rx.compile(r" {2,}[\w.-]+\.py:\d+ *$")),
 ]
 # A record prefix in the middle of a line: the paste lost its newlines (chat clients, flattened JSON)
 EMBEDDED_RAY = rx.compile(r" \((?:[A-Za-z_][\w.]*\s+)?pid=\d+(?:,\s*ip=[0-9A-Fa-f.:]+)?\)\s?")

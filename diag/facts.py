@@ -704,6 +704,8 @@ def _cut_forward(f: Facts) -> str | None:
     if not cut or typed:
         return None
     frames = cut[-1].data.get("frames") or []
+    if frames and _not_allocating(frames[-1]):
+        return None
     phase = P.from_frames(frames)
     if phase in ("prefill", "decode"):
         return phase
@@ -718,6 +720,15 @@ def _cut_forward(f: Facts) -> str | None:
             return None
         return "prefill"
     return None
+
+
+def _not_allocating(frame) -> bool:
+    """The innermost frame of a cut traceback is where no activation is allocated: Triton launching
+    (or compiling) a kernel, whose failures are its own (shared memory, a compile error), or the
+    expert-balancing hook that runs after the forward pass."""
+    file = (frame.file or "").replace("\\", "/")
+    where = f"{file} {frame.func or ''} {frame.code or ''}".lower()
+    return "/triton/" in file or "eplb" in where or "expert_distribution" in where or "expert_location" in where
 
 
 def _smi_faults(f: Facts) -> list[dict]:

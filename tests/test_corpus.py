@@ -20,7 +20,7 @@ import pytest
 from diag.analyze import analyze
 
 DATA = Path(__file__).parent / "data"
-CASES = sorted(p for sub in ("sglang", "extra", "extra2", "blind", "holdout", "fresh", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7", "fresh8", "fresh9", "fresh10", "fresh11", "fresh12") for p in (DATA / sub).glob("*.log"))
+CASES = sorted(p for sub in ("sglang", "extra", "extra2", "blind", "holdout", "fresh", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7", "fresh8", "fresh9", "fresh10", "fresh11", "fresh12", "fresh13") for p in (DATA / sub).glob("*.log"))
 
 # case -> why the category differs from the label
 CATEGORY_GAPS = {
@@ -94,6 +94,9 @@ FIX_GAPS = {
     "c01-flashinfer-autotune-dp-logits-allgather-oom": "the autotune warm-up's OOM offers skipping the autotune and a lower fraction; --max-running-requests has no value to lower from (the request pool's size is not in the paste), so it is said in words",
     "c07-pcg-warmup-ima-small-context-length": "the one quoted line does not show the piecewise CUDA graph's token sizes; --disable-piecewise-cuda-graph is only in the dynamo thread",
     "c01-glm47-fp8-tp32-block-n-divisible": "the label's --moe-a2a-backend deepep is a reading of a maintainer's 'enable deepep'; diag offers a TP size that keeps whole blocks, with DP or EP for the other GPUs, in words",
+    # fresh13: 14 logs, first look in tests/data/fresh13/FIRST_LOOK.md
+    "c04-pd-decode-bootstrap-connection-refused-8998": "the decode side cannot reach the prefill's bootstrap port; that the two sides (and the router) were given different ports is only in the thread, and the label's value is a description, not a port",
+    "c05-moe-dense-tp-size-assert-check-server-args": "the traceback stops at the assert of check_server_args: the check is found (moe_dense_tp_size only supports 1 and None), but a value for the flag is not derived from an unreviewed message",
 } | {k: v for k, v in CATEGORY_GAPS.items() if k in (
     "x24-llava-next-72b-single-gpu-weights-oom", "y07-gemma3-27b-bnb4-4090-not-enough-memory",
     "y14-inkling-mtp-eighth-draft-pool-oom",

@@ -986,9 +986,18 @@ class LogParser:
             return
         # a cut traceback still says where the process was
         first = self.context.get(tb.start, "")
-        self._event("exception", tb.start, first, tb.ts, tb.rank, type=None, message="", frames=list(tb.frames),
-                    tb_start=tb.start, partial_head=tb.partial_head, partial_tail=True, has_traceback=True,
-                    chained=tb.chained, header=tb.header_text)
+        ev = self._event("exception", tb.start, first, tb.ts, tb.rank, type=None, message="", frames=list(tb.frames),
+                         tb_start=tb.start, partial_head=tb.partial_head, partial_tail=True, has_traceback=True,
+                         chained=tb.chained, header=tb.header_text)
+        last = tb.frames[-1] if tb.frames else None
+        if last is not None and last.code and last.code.lstrip().startswith("assert ") and ev.msg is None:
+            # the paste stops at the raising frame's own source line, an assert: the exception is that
+            # check's (Python prints the failing statement last), whatever its message was
+            check = self._check_site(last)
+            if check is not None:
+                ev.msg = check
+                ev.data["at_assert"] = True
+                ev.data["message"] = re.sub(r"\{[^{}]*\}", "…", check.template or "")
 
 
 # exception types a cut name may be completed to, most likely first
