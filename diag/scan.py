@@ -748,11 +748,10 @@ class FastReader:
             parser.batches.add_arrays(rows)
         # the memo of line classes (as _memo_classes): prefixed lines that are none of the classes
         learn: dict[int, str] = {}
-        zeros = _zeros(g)
-        if zeros:
+        if g.find(0) >= 0:
             known = self._memo.known
             last = next((j for j in range(n - 1, -1, -1) if g[j] != 3), -1)
-            for i in zeros:
+            for i in _zeros(g):
                 f = flags[i]
                 if f & _CANDIDATE != _PREFIXED or offs[i + 1] - offs[i] - 1 > KEY_MAX:
                     continue
@@ -820,7 +819,7 @@ class FastReader:
                 pos = k + 1
 
         prev = 0
-        for i in (zeros if g.count(4) == 0 else _zeros(g)):
+        for i in _zeros(g):      # (after the memo's classes: a line it accounts for is no longer 0)
             if prev < i:
                 gap(prev, i)
             prev = i + 1
@@ -1162,13 +1161,13 @@ _BATCH_BIT = bytes(1 if k & _BATCH else 0 for k in range(256))
 _DIRTY_BIT = bytes(1 if k & _DIRTY else 0 for k in range(256))
 
 
-def _zeros(buf) -> list[int]:
-    """Where buf (a bytearray of classes) holds 0."""
-    out, i = [], buf.find(0)
+def _zeros(buf) -> Iterator[int]:
+    """Where buf (a bytearray of classes) holds 0, in order (a generator: a chunk of a million lines
+    fed holds no list of them)."""
+    i = buf.find(0)
     while i >= 0:
-        out.append(i)
+        yield i
         i = buf.find(0, i + 1)
-    return out
 
 
 def _native():

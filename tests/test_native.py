@@ -293,3 +293,16 @@ def test_bad_arguments_are_errors_not_crashes():
     with pytest.raises(ValueError):
         L.fold(array("b", [1]), array("q", [1]), array("d", [1.0]), [array("d", [1.0])] * 5, 1, False, 0.0)
     assert L.classify(b"", b"", (), b"TP0", [], 1, 10)[0] == 0
+
+
+def test_more_ranks_than_a_byte_counts_leave_the_chunk_to_polars(tmp_path):
+    """A chunk naming more than 250 ranks is not classified in C (its rank ids are bytes): classify
+    gives None and the reader reads that chunk with polars, the same report as line by line."""
+    lines = [f"[2026-05-14 10:00:{k % 60:02d} TP{k}] Decode batch, #running-req: 1, #token: 5, token usage: 0.10, "
+             f"cuda graph: True, gen throughput (token/s): 1.0, #queue-req: 0" for k in range(300)]
+    data = ("\n".join(lines) + "\n").encode()
+    assert L.classify(data, b"", (), b"TP0", [lay[4] for lay in LAYOUTS], 1, scan.MAX_LINE) is None
+    from test_scan import report
+    path = tmp_path / "ranks.log"
+    path.write_text("\n".join(lines * 3 + ["RuntimeError: CUDA error: an illegal memory access was encountered"]) + "\n")
+    assert report(path, fast=True) == report(path, fast=False)
