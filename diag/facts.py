@@ -709,7 +709,10 @@ def _cut_forward(f: Facts) -> str | None:
     phase = P.from_frames(frames)
     if phase in ("prefill", "decode"):
         return phase
-    if any(fr.func in ("_forward_raw", "forward_batch_generation") for fr in frames):
+    # the call the innermost frame's source line makes counts as a frame of it (a paste cut there)
+    calling = frames[-1].code or "" if frames else ""
+    if any(fr.func in ("_forward_raw", "forward_batch_generation") for fr in frames) or \
+            any(f".{name}(" in calling or calling.lstrip().startswith(f"{name}(") for name in ("_forward_raw", "forward_batch_generation")):
         # the model runner's entry without the step's own frame: a prefill unless the log shows CUDA
         # graph capture under way (a bare forward then is the capture's); a model's own forward alone
         # says nothing about the step, so it is left unknown
