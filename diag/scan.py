@@ -17,6 +17,11 @@ carries a failure signature (every rule's line pattern and the parser's failure 
 - every other line, and any line of those classes that carries a failure signature, is cleaned
   (diag.clean) and fed to the parser line by line, exactly as the line-by-line reader does.
 
+Where the optional C module diag._lines was built (diag/_lines.c; DIAG_NO_NATIVE=1 turns it off),
+each chunk is classified there instead, in one pass over its bytes, with the same classes, rows and
+gaps (FastReader._native_chunk); polars is then not loaded. tests/test_native.py checks its
+matchers against this module's regexes.
+
 The contract is checked by tests/test_scan.py: every log under tests/data gives the same report
 JSON through both readers. The fast reader is used when the input has at least FAST_MIN_BYTES of
 UTF-8 text whose first lines need no clean-up (no collector prefix, no wrapped paste); anything
@@ -680,12 +685,13 @@ class FastReader:
             at += size
         return stopped
 
-    # -- one chunk in C (diag/_lines.c), once the kept rank and a layout are known ------------------
+    # -- one chunk in C (diag/_lines.c) -----------------------------------------------------------
     def _native_chunk(self, data: bytes, max_lines: int) -> bool:
-        """This chunk classified by the C classifier (the classes _block_known gives; then the memo of
-        line classes, the rows, the lines fed and the gaps as _finish_block makes them): False, with
-        nothing done, where it does not apply (no module, the kept rank or a layout not known yet,
-        a signature left to polars, the line cap within the chunk, more ranks than it counts)."""
+        """This chunk classified by the C classifier (the classes _block and _block_known give, the kept
+        rank found and layouts learned as they do; then the memo of line classes, the rows, the lines
+        fed and the gaps as _finish_block makes them): False, with nothing done, where it does not
+        apply (no module, a signature left to polars, the line cap within the chunk, more ranks than
+        it counts, a line before the first batch line that clean-up may turn into one)."""
         native = _native()
         parser = self.parser
         if native is None or self.signatures is None:
