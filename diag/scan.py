@@ -546,6 +546,24 @@ class FastReader:
             self._last_content = (last + 1, lines[last], cls[last] == 0)
         self._end()
 
+    def _split_gap(self, ls, cl, tss, rks, kind_of, base: int, rank, batch_seen: bool) -> bool:
+        """A gap (these lists of its lines) holding lines of known skeletons (class 4) while a record
+        is open: those are fed, with the batch kind before them (kind_of), until the parser is between
+        records again; the rest is told to the parser as usual. True once the first batch line is known."""
+        count, pos = len(ls), 0
+        while pos < count:
+            k = -1 if self._between() else cl.find(4, pos)
+            end = count if k < 0 else k
+            if end > pos:
+                batch_seen = self._gap_lists(ls, cl, tss, rks, pos, end, rank, batch_seen, base)
+            if k < 0:
+                return batch_seen
+            kind = kind_of(k)
+            for n, text in self.cleaner.emit(base + k, ls[k]):
+                self.on_line(n, text, kind, False)
+            pos = k + 1
+        return batch_seen
+
     def _gap_lists(self, lines, cls, tss, rks, a: int, b: int, rank, batch_seen: bool, base: int = 1) -> bool:
         """Tell the parser about lines a..b-1 of these lists (none of them fed; line a is number
         base + a); True once the first batch line is known."""
@@ -811,18 +829,9 @@ class FastReader:
             cl = bytearray(g[a:b])
             tss = [ts(j) if pf[j] else None for j in range(a, b)]
             rks = [rank_of(j) for j in range(a, b)]
-            count, base, pos = b - a, start + a, 0
-            while pos < count:
-                k = -1 if self._between() else cl.find(4, pos)
-                end = count if k < 0 else k
-                if end > pos:
-                    first_batch_done = self._gap_lists(ls, cl, tss, rks, pos, end, rank, first_batch_done, base)
-                if k < 0:
-                    return
-                kind = kb[a + k] if kb[a + k] != 2 else (carry if carry is not None else -1)
-                for m, text in self.cleaner.emit(base + k, ls[k]):
-                    self.on_line(m, text, kind, False)
-                pos = k + 1
+            first_batch_done = self._split_gap(
+                ls, cl, tss, rks, lambda k: kb[a + k] if kb[a + k] != 2 else (carry if carry is not None else -1),
+                start + a, rank, first_batch_done)
 
         prev = 0
         for i in _zeros(g):      # (after the memo's classes: a line it accounts for is no longer 0)
@@ -1099,18 +1108,9 @@ class FastReader:
             sub = df.slice(first, count)
             ls, cl = sub["l"].to_list(), bytearray(sub["cls"].to_list())
             tss, rks, kb = sub["ts"].to_list(), sub["rank"].to_list(), sub["kind_before"].to_list()
-            base, pos = start + first, 0
-            while pos < count:
-                k = -1 if self._between() else cl.find(4, pos)
-                end = count if k < 0 else k
-                if end > pos:
-                    first_batch_done = self._gap_lists(ls, cl, tss, rks, pos, end, rank, first_batch_done, base)
-                if k < 0:
-                    return
-                kind = kb[k] if kb[k] is not None else (carry if carry is not None else -1)
-                for n, text in self.cleaner.emit(base + k, ls[k]):
-                    self.on_line(n, text, kind, False)
-                pos = k + 1
+            first_batch_done = self._split_gap(
+                ls, cl, tss, rks, lambda k: kb[k] if kb[k] is not None else (carry if carry is not None else -1),
+                start + first, rank, first_batch_done)
 
         def skip(seg: int) -> None:
             got = gaps.get(seg)

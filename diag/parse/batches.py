@@ -209,30 +209,11 @@ class BatchSeries:
         """Rows in line order, column by column (the small reader, diag/scan.py): kinds 0/1, line
         numbers, seconds (nan when untimed), and `values` the lists of COLUMNS[3:] in that order.
         The same state as `add` called row by row (the full rows, the counts, the spill at 2*KEEP)."""
-        n = len(lines)
-        if not n:
+        if not lines:
             return
-        self._flush_frames()
-        c = self._cols
-        if len(c["line"]) and lines[0] < c["line"][-1]:
-            self._unsorted = True
-        c["kind"].extend(kinds)
-        c["line"].extend(lines)
-        c["ts"].extend(secs)
-        for name, col in zip(COLUMNS[3:], values):
-            c[name].extend(col)
-        self.count += n
-        self.untimed += sum(1 for s in secs if s != s)
-        lo, hi = lines[0], lines[-1]
-        if self.first_line is None or lo < self.first_line:
-            self.first_line = lo
-        if self.last_line is None or hi > self.last_line:
-            self.last_line = hi
-        top = max((r for r in values[0] if r == r), default=None)
-        if top is not None and not top <= self.max_running:
-            self.max_running = top
-        while len(c["line"]) >= 2 * KEEP:      # where `add` would have spilled, row by row
-            self._spill(KEEP)
+        self._add_columns(len(lines), lines[0], lines[-1], sum(1 for s in secs if s != s),
+                          max((r for r in values[0] if r == r), default=NAN),
+                          [kinds, lines, secs, *values], "extend")
 
     def add_arrays(self, rows: tuple) -> None:
         """Rows in line order from the C classifier (diag/_lines.c: classify's rows): (count, line
@@ -240,17 +221,18 @@ class BatchSeries:
         bytes, untimed rows, the highest running, first line, last line). The same state as
         add_rows with those columns."""
         n, lines, kinds, secs, values, untimed, top, first, last = rows
-        if not n:
-            return
+        if n:
+            self._add_columns(n, first, last, untimed, top, [kinds, lines, secs, *values], "frombytes")
+
+    def _add_columns(self, n: int, first: int, last: int, untimed: int, top: float, cols: list, how: str) -> None:
+        """n rows, one column each of COLUMNS in order, appended with the arrays' `how` (extend for
+        lists, frombytes for machine values), and the counts `add` would have kept."""
         self._flush_frames()
         c = self._cols
         if len(c["line"]) and first < c["line"][-1]:
             self._unsorted = True
-        c["kind"].frombytes(kinds)
-        c["line"].frombytes(lines)
-        c["ts"].frombytes(secs)
-        for name, col in zip(COLUMNS[3:], values):
-            c[name].frombytes(col)
+        for name, col in zip(COLUMNS, cols):
+            getattr(c[name], how)(col)
         self.count += n
         self.untimed += untimed
         if self.first_line is None or first < self.first_line:
@@ -259,7 +241,7 @@ class BatchSeries:
             self.last_line = last
         if top == top and not top <= self.max_running:
             self.max_running = top
-        while len(c["line"]) >= 2 * KEEP:
+        while len(c["line"]) >= 2 * KEEP:      # where `add` would have spilled, row by row
             self._spill(KEEP)
 
     def _count_row(self, lineno: int, sec: float, running: float) -> None:
