@@ -542,6 +542,15 @@ def _failures(f: Facts) -> None:
     if phase:
         f.failure_phase = P.PhaseGuess(phase, "frames", 0.8, [], target.line)
         return
+    # a wrapper that names the step it was in (the graph runner's 'Capture cuda graph failed: …'),
+    # printed with or after the failure: a cut traceback or a library's own line shows no frame
+    def said(e) -> str | None:
+        names = (e.msg.name if e.msg is not None else None, e.data.get("outer"))
+        return next((P.MESSAGE_PHASES[n] for n in names if n in P.MESSAGE_PHASES), None)
+    wrapper = next((e for e in f.events if e.line >= target.line and said(e)), None)
+    if wrapper is not None:
+        f.failure_phase = P.PhaseGuess(said(wrapper), "message", 0.8, [], wrapper.line)
+        return
     phase, ms = P.from_milestones(f.milestones, target.line, target.rank, spec, _batch_phase(f, target.line), target.ts)
     f.failure_phase = P.PhaseGuess(phase, "milestones" if phase else "none", 0.7 if phase else 0.3, [], ms.line if ms else None)
 
@@ -932,6 +941,25 @@ def _frames_speculative(f: Facts) -> bool:
     return any(P.in_speculative(e.data.get("frames")) for e in f.events)
 
 
+# training frameworks that run SGLang's engine beside the trainer on the same GPUs (RL rollouts),
+# by the package folder their frames' files are under
+TRAINER_PACKAGES = ("verl", "openrlhf", "slime", "areal", "realhf", "roll", "trl", "nemo_rl", "skyrl", "llamafactory")
+
+
+def _frames_trainer(f: Facts) -> str | None:
+    """The training framework whose code the log's tracebacks run through, when none of them passes
+    through SGLang's own code: the failure is the trainer's, in a process beside the engine."""
+    name = None
+    for e in f.events:
+        for fr in e.data.get("frames") or ():
+            parts = (fr.file or "").replace("\\", "/").split("/")
+            if "sglang" in parts:
+                return None
+            if name is None:
+                name = next((p for p in parts[:-1] if p.lower() in TRAINER_PACKAGES), None)
+    return name
+
+
 def _compute_capability(f: Facts) -> float | None:
     from .numbers import to_float
     cc = next((e.data["compute_capability"] for e in f.of_kind("gpu_info") if e.data.get("compute_capability")), None)
@@ -1139,6 +1167,8 @@ FACT_PATHS: dict[str, tuple[str, object]] = {
               "not_sglang, no_failure_seen, smi_only", lambda f: f.state),
     "content_lines": ("non-blank lines in the logs", lambda f: f.content_lines),
     "failure.phase": ("the step that failed: " + ", ".join(P.PHASES), lambda f: f.failure_phase.phase if f.failure_phase else None),
+    "failure.capturing": ("the failure happened while CUDA (or NPU) graphs were captured (false when another step or none is shown)",
+                          lambda f: bool(f.failure_phase and f.failure_phase.phase == "cuda_graph") or _graph_role(f) is not None),
     "failure.graph_role": ("the CUDA graphs being captured when the log shows a capture under way: decode, prefill "
                            "(piecewise, by token count) or draft (the last capture line before the failure)", lambda f: _graph_role(f)),
     "failure.phase_basis": ("what shows the step: frames, message, milestones, numbers, none",
@@ -1256,6 +1286,8 @@ FACT_PATHS: dict[str, tuple[str, object]] = {
     "transfer.file": ("the transport source file that reported it", lambda f: _transfer_field(f, "file")),
     "transfer.efault": ("its error is EFAULT ('Bad address'): a device pointer handed to a host-memory transport",
                         lambda f: bool(_transfer_field(f, "efault", False))),
+    "frames.trainer": ("the training framework (verl, OpenRLHF, slime, AReaL, TRL, …) whose code the log's tracebacks "
+                       "run through, when none passes through SGLang's code", lambda f: _frames_trainer(f)),
     "frames.speculative": ("a traceback of the log passes through speculative decoding (a draft worker, EAGLE, MTP)",
                            lambda f: _frames_speculative(f)),
     "model.name_params_b": ("billions of parameters the model's name states ('…-70B'), for a model the catalog lacks",

@@ -14,6 +14,9 @@ from .events import Event, Frame
 
 PHASES = ("dist_init", "weights", "kv_pool", "mamba", "cuda_graph", "draft", "warmup", "prefill", "decode", "multimodal")
 
+# catalog messages that name the step they were printed in (by review name)
+MESSAGE_PHASES = {"graph.capture_failed": "cuda_graph"}
+
 # Most specific first: a draft graph capture is "draft", a vision forward inside a prefill is "multimodal".
 # Each pattern is tried on every frame ("file function source-line"); the first rule any frame matches wins.
 FRAME_RULES: list[tuple[str, object]] = [

@@ -16,6 +16,8 @@ Values only (names, numbers, lines, booleans); the rule files say what they mean
                 jit, python), wait_function, wait_file
     speculative the stuck stack is in speculative decoding
     hicache     the stuck stack is in the hierarchical (host-memory) KV cache's code
+    hicache_draft_skipped  the draft KV pool type the hierarchical cache said it leaves out (its warning
+                before the timeout), with speculative decoding on
     peer.*      another rank as the cause: cause (exception | collective), rank, line, type
     jit.*       a JIT build that started before the timeout and did not finish: name, line
     cut.*       a traceback cut inside a forward pass: function, file, header
@@ -40,7 +42,7 @@ import sys
 from . import Explainer, ExplainContext, Values
 
 PROVIDES = (
-    "exc.*", "frame.*", "raised.*", "watchdog.*", "pyspy", "stuck.*", "speculative", "hicache", "peer.*", "jit.*", "cut.*",
+    "exc.*", "frame.*", "raised.*", "watchdog.*", "pyspy", "stuck.*", "speculative", "hicache", "hicache_draft_skipped", "peer.*", "jit.*", "cut.*",
     "prefill_cap", "fault", "implicated", "first_exception.*", "exit_code", "http_5xx", "health.*", "library.*", "phase",
 )
 
@@ -231,6 +233,12 @@ def _watchdog_values(facts, hits, v: dict, out: Values, quote: bool) -> None:
         v["hicache"] = any(any(k in (f.file or "").replace("\\", "/").split("/")[-1] for k in HICACHE_FILES) for f in frames)
         if quote:
             out.evidence.append((mine[0].input, mine[0].line, "trigger"))
+    skipped = next((e for e in facts.events if e.line <= first.line and e.msg is not None
+                    and e.msg.name == "hicache.draft_pool_skipped"), None)
+    if skipped is not None:
+        v["hicache_draft_skipped"] = str(skipped.msg.fields.get("name") or "its type")
+        if quote:
+            out.evidence.append((skipped.input, skipped.line, "context"))
     # another rank as the cause: an exception of a rank that did not time out, before the timeout
     other = next((e for e in facts.events if e.kind == "exception" and e.data.get("type") and e.line <= first.line
                   and (e.rank is None or e.rank not in ranks) and _within(e.ts, first.ts, timeout)), None)

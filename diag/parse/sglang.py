@@ -880,6 +880,13 @@ class LogParser:
         ev.msg = self._match(message) or self._match(f"{exc_type}: {message}")
         if ev.msg is None and not message.strip() and exc_type.endswith("AssertionError") and frames:
             ev.msg = self._check_site(frames[-1])
+        if ev.msg is not None and ev.msg.span[0] > 0 and self._catalog is not None:
+            # the best match quotes another message inside a wrapper ('Capture cuda graph failed: {e}'):
+            # the wrapper, which can name the step, is kept by name
+            outer = next((m for m in self._catalog.match_all(message[:4000]) if m.span[0] == 0 and m.family != ev.msg.family
+                          and m.component == "sglang" and m.name), None)
+            if outer is not None:
+                ev.data["outer"] = outer.name
         self._exc = ev
         if is_oom_text(exc_type + ": " + message, ev.msg):
             self._oom_from(ev)
