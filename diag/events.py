@@ -31,6 +31,7 @@ KINDS = {
     "argparse": "an argparse usage error",
     "http": "an HTTP access line (counted, not kept)",
     "watchdog": "a watchdog timeout or py-spy dump",
+    "graph_buffers": "custom all-reduce's 'Registering N cuda graph addresses' at the end of a graph capture (data n)",
     "retract": "KV cache full, requests retracted",
     "version": "a line naming a component version",
     "nohup": "nohup's own message",

@@ -941,6 +941,17 @@ def _frames_speculative(f: Facts) -> bool:
     return any(P.in_speculative(e.data.get("frames")) for e in f.events)
 
 
+def _empty_graph_buffers(f: Facts) -> int | None:
+    """How many ranks' custom all-reduce registered no graph buffers at the end of a capture that
+    then never ended (no 'Capture cuda graph end' or later step after it): the capture stopped at its
+    first batch; None when no rank did."""
+    empty = [e for e in f.of_kind("graph_buffers") if e.data.get("n") == 0]
+    if not empty:
+        return None
+    later = [m for m in f.milestones if m.line > empty[0].line and m.data.get("phase") in ("graph_end", "ready", "http_up")]
+    return None if later else len({e.rank for e in empty})
+
+
 # training frameworks that run SGLang's engine beside the trainer on the same GPUs (RL rollouts),
 # by the package folder their frames' files are under
 TRAINER_PACKAGES = ("verl", "openrlhf", "slime", "areal", "realhf", "roll", "trl", "nemo_rl", "skyrl", "llamafactory")
@@ -1286,6 +1297,8 @@ FACT_PATHS: dict[str, tuple[str, object]] = {
     "transfer.file": ("the transport source file that reported it", lambda f: _transfer_field(f, "file")),
     "transfer.efault": ("its error is EFAULT ('Bad address'): a device pointer handed to a host-memory transport",
                         lambda f: bool(_transfer_field(f, "efault", False))),
+    "capture.empty_buffers_ranks": ("how many ranks' custom all-reduce registered 0 graph buffers leaving a capture that never "
+                                    "ended (the capture stopped at its first batch)", lambda f: _empty_graph_buffers(f)),
     "frames.trainer": ("the training framework (verl, OpenRLHF, slime, AReaL, TRL, …) whose code the log's tracebacks "
                        "run through, when none passes through SGLang's code", lambda f: _frames_trainer(f)),
     "frames.speculative": ("a traceback of the log passes through speculative decoding (a draft worker, EAGLE, MTP)",

@@ -54,10 +54,17 @@ def test_the_cleaners_fast_path_gives_the_slow_paths_lines():
 
 
 def test_a_million_killed_lines_scale_linearly(tmp_path):
-    """200k `Killed` lines (1.4 MB) within a few CPU seconds (1M took 45 s, then 8 s; now about 5)."""
-    log = tmp_path / "killed.log"
-    log.write_text("Killed\n" * 200_000)
-    t = time.process_time()
-    report = analyze([str(log)])
-    spent = time.process_time() - t
-    assert report.findings and spent < 6.0, spent
+    """`Killed` lines cost the same each, however many there are (1M once took 45 s): ten times the
+    lines take at most 25 times the CPU time (a cost per line that grows with the count, as a scan of
+    the events so far per line would, gives about 100 times). A ratio on the same machine, not a
+    time limit: benchmarks/ measures the speed."""
+    def cpu(n: int):
+        log = tmp_path / f"killed{n}.log"
+        log.write_text("Killed\n" * n)
+        t = time.process_time()
+        report = analyze([str(log)])
+        return time.process_time() - t, report
+    cpu(2_000)                                   # the registry and the catalog, loaded once
+    small, _ = cpu(20_000)
+    big, report = cpu(200_000)
+    assert report.findings and big < 25 * max(small, 0.02), (small, big)

@@ -704,6 +704,9 @@ class LogParser:
             e("milestone", lineno, text, ts, rank, phase="pool_end", avail_gib=to_float(m[1]) if m else None)
         elif msg.startswith("Capture "):
             self._graph(lineno, text, ts, rank, msg)
+        elif msg.startswith("Registering ") and (m := RE_GRAPH_BUFFERS.match(msg)):
+            # custom all-reduce, leaving a capture (its finally block): the graph buffers it exchanges with the other ranks
+            e("graph_buffers", lineno, text, ts, rank, n=int(m[1]))
         elif (m := RE_PROGRESS.search(msg)):
             # tqdm progress bars: checkpoint shards being loaded, CUDA graph batches being captured
             if m["what"].startswith("Capturing"):
@@ -1126,6 +1129,7 @@ def last_line(text: str, last_events) -> LastLine:
 
 # catalog event kinds that do not make an event of their own (the parser's milestones cover start-up)
 QUIET_EVENTS = ("info", "milestone")
+RE_GRAPH_BUFFERS = rx.compile(r"Registering (\d+) cuda graph addresses")
 LAUNCH_MAX_LINES = 60
 
 
