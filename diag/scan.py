@@ -37,7 +37,7 @@ import time
 from bisect import bisect_left
 from collections import deque
 from itertools import compress, repeat
-from operator import add, itemgetter, methodcaller, mul, not_
+from operator import add, itemgetter, methodcaller, not_
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
@@ -789,7 +789,6 @@ class FastReader:
                     learn[i] = key
         pf = flags.translate(_PREFIX_BIT)
         carry = self._carry_kind
-        memo, events = self._memo, parser.events
 
         def ts(j: int) -> str:
             return data[offs[j] + 1:offs[j] + tse[j]].decode("ascii", "replace")
@@ -847,15 +846,7 @@ class FastReader:
             if f & _LONG:
                 self._cut += len(raw) >= MAX_LINE
                 raw = raw[:MAX_LINE]
-            key = learn.get(i)
-            if key is not None and self._between():
-                made = (events.total, len(parser.tracebacks), len(parser.versions))
-                for m, text in self.cleaner.emit(lineno, raw):
-                    self.on_line(m, text, kind, False)
-                memo.learned(key, self._between() and made == (events.total, len(parser.tracebacks), len(parser.versions)))
-                continue
-            for m, text in self.cleaner.emit(lineno, raw):
-                self.on_line(m, text, kind, bool(f & _SIG and f & (_BATCH | _HTTP)))
+            self._feed_kept(lineno, raw, kind, learn.get(i), bool(f & _SIG and f & (_BATCH | _HTTP)))
         if prev < n:
             gap(prev, n)
         if last_kind != 2:
@@ -1029,6 +1020,20 @@ class FastReader:
             if len(raw) >= MAX_LINE:
                 self._cut += 1
 
+    def _feed_kept(self, lineno: int, raw: str, kind, key, signal_in_batch: bool) -> None:
+        """One kept line to the cleaner and the parser. A line whose skeleton the memo is learning
+        (key) is fed as plain text, and the memo learns whether it made anything (an event, a
+        traceback, a version) or ended outside a record; both readers (C and polars) share this."""
+        parser, events = self.parser, self.parser.events
+        if key is not None and self._between():
+            made = (events.total, len(parser.tracebacks), len(parser.versions))
+            for m, text in self.cleaner.emit(lineno, raw):
+                self.on_line(m, text, kind, False)
+            self._memo.learned(key, self._between() and made == (events.total, len(parser.tracebacks), len(parser.versions)))
+            return
+        for m, text in self.cleaner.emit(lineno, raw):
+            self.on_line(m, text, kind, signal_in_batch)
+
     def _between(self) -> bool:
         """Whether a line of a known skeleton may be accounted for now (see _Memo)."""
         return self.parser.between_records and not getattr(self.on_line, "capturing", False)
@@ -1122,7 +1127,6 @@ class FastReader:
             else:
                 parser.skip(gap_of(row, near))
 
-        memo, events = self._memo, parser.events
         seg = 0
         for i, raw, kind, is_long, sig, is_batch, is_http in fed.iter_rows():
             skip(seg)
@@ -1135,15 +1139,7 @@ class FastReader:
                 raw = raw[:MAX_LINE]
             if is_batch and not first_batch_done:
                 first_batch_done = True
-            key = learn.get(i) if learn else None
-            if key is not None and self._between():
-                made = (events.total, len(parser.tracebacks), len(parser.versions))
-                for n, text in self.cleaner.emit(lineno, raw):
-                    self.on_line(n, text, kind, False)
-                memo.learned(key, self._between() and made == (events.total, len(parser.tracebacks), len(parser.versions)))
-                continue
-            for n, text in self.cleaner.emit(lineno, raw):
-                self.on_line(n, text, kind, bool(sig and (is_batch or is_http)))
+            self._feed_kept(lineno, raw, kind, learn.get(i) if learn else None, bool(sig and (is_batch or is_http)))
         skip(seg)
         # what the next chunk needs: the kind of the last kept-rank batch line, the tail, the last content line
         last_kind = df.select(pl.col("_kind").drop_nulls().last()).item()
