@@ -95,7 +95,7 @@ MAJORITY = [
     RichStripper("rich logging columns",
                  rx.compile(r"^(?:\[?(?:\d\d/\d\d/\d\d(?:\d\d)? )?\d\d:\d\d:\d\d\]? +)?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) +"),
                  lambda l: l[-1:].isdigit() and ".py:" in l[-48:] and RICH_PATH.search(l) is not None,
-                 suffix=rx.compile(r" {2,}[\w.-]+\.py:\d+ *$")),
+                 suffix=RICH_PATH),
 ]
 # A record prefix in the middle of a line: the paste lost its newlines (chat clients, flattened JSON)
 EMBEDDED_RAY = rx.compile(r" \((?:[A-Za-z_][\w.]*\s+)?pid=\d+(?:,\s*ip=[0-9A-Fa-f.:]+)?\)\s?")
