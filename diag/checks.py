@@ -103,7 +103,7 @@ def failed_check(facts) -> Check | None:
     return None
 
 
-RUNPY = ("_run_module_as_main", "_run_code", "<frozen runpy>")     # python -m's own frames
+RUNPY = ("_run_module_as_main", "_run_code", "_get_module_details", "<frozen runpy>")     # python -m's own frames
 
 
 def crash_site(facts) -> CrashSite | None:
@@ -122,9 +122,15 @@ def crash_site(facts) -> CrashSite | None:
             names.append(_last(fr.func or ""))
             names += source_names(fr.code or "")
         module = module_of(frames[-1].file)
-        outer = [fr for fr in frames[:-1] if (fr.func or "") not in RUNPY]
-        at_import = len(outer) >= 2 and all(fr.func == "<module>" for fr in outer) and \
-            sum(1 for fr in outer if (module_of(fr.file) or "").startswith("sglang")) >= 2
+        outer = [fr for fr in frames[:-1] if (fr.func or "") not in RUNPY and (fr.file or "") not in RUNPY]
+        # the script Python runs is not imported: the first frame, unless runpy is still importing the
+        # package of a `python -m pkg.mod` (its _get_module_details, no _run_code yet: pkg/__init__ failed)
+        importing_pkg = any(fr.func == "_get_module_details" for fr in frames) and \
+            not any(fr.func == "_run_code" for fr in frames)
+        imports = outer if importing_pkg else outer[1:]
+        ours = sum(1 for fr in outer if (module_of(fr.file) or "").startswith("sglang"))
+        at_import = bool(imports) and all(fr.func == "<module>" for fr in outer) and \
+            any((module_of(fr.file) or "").startswith("sglang") for fr in imports) and (ours >= 2 or importing_pkg)
         return CrashSite(event=e, type=e.data.get("type"), module=module, function=frames[-1].func,
                          names=[n for n in dict.fromkeys(names) if n],
                          config=bool(module and module.startswith(CONFIG_MODULES)), at_import=at_import)

@@ -923,6 +923,7 @@ def _other_share(f: Facts):
 
 
 TRANSFER_FILES = ("transport", "transfer_engine", "mooncake", "nixl", "rdma")
+TRANSFER_COMPONENTS = ("mooncake", "nixl")
 
 
 def _transfer_field(f: Facts, key: str, default=None):
@@ -930,9 +931,32 @@ def _transfer_field(f: Facts, key: str, default=None):
     return ev.data.get(key, default) if ev is not None else default
 
 
+def _transfer_named(f: Facts) -> str | None:
+    ev = _transfer_error(f)
+    t = ev.msg.fields.get("transport") if ev is not None and ev.msg is not None else None
+    return f"{t}Transport" if t else ("transport" if ev is not None else None)
+
+
+def _other_transfer_backend(f: Facts) -> str | None:
+    ev = _transfer_error(f)
+    if ev is None:
+        return None
+    used = f.flag("--disaggregation-transfer-backend")
+    if not isinstance(used, str):
+        used = "nixl" if any(w in (ev.data.get("file") or "").lower() for w in ("nixl", "ucx")) else "mooncake"
+    return {"mooncake": "nixl", "mooncake_tcp": "nixl", "nixl": "mooncake"}.get(used)
+
+
 def _transfer_error(f: Facts):
-    for e in f.of_kind("error"):
-        if e.data.get("source") == "glog" and any(w in (e.data.get("file") or "").lower() for w in TRANSFER_FILES):
+    """The first error of a KV-transfer engine: a glog error record from a transport source, or a line the
+    catalog knows as a Mooncake/NIXL failure (a warning-level registration failure, a message pasted
+    without its glog prefix)."""
+    for e in f.events:
+        if e.kind == "error" and e.data.get("source") == "glog" and \
+                any(w in (e.data.get("file") or "").lower() for w in TRANSFER_FILES):
+            return e
+        m = e.msg
+        if m is not None and m.component in TRANSFER_COMPONENTS and m.category == "env.nccl":
             return e
     return None
 
@@ -1294,7 +1318,10 @@ FACT_PATHS: dict[str, tuple[str, object]] = {
                        lambda f: _transfer_error(f)),
     "transfer.message": ("its message (after the glog prefix), at most 160 characters",
                          lambda f: _transfer_field(f, "message", "")[:160] or None),
-    "transfer.file": ("the transport source file that reported it", lambda f: _transfer_field(f, "file")),
+    "transfer.file": ("the transport source file that reported it (the transport the message names when the glog prefix "
+                      "is not in the paste)", lambda f: _transfer_field(f, "file") or _transfer_named(f)),
+    "transfer.other_backend": ("the other KV-transfer engine to try: nixl where Mooncake's transport failed (the default "
+                               "backend), mooncake where NIXL's did", lambda f: _other_transfer_backend(f)),
     "transfer.efault": ("its error is EFAULT ('Bad address'): a device pointer handed to a host-memory transport",
                         lambda f: bool(_transfer_field(f, "efault", False))),
     "capture.empty_buffers_ranks": ("how many ranks' custom all-reduce registered 0 graph buffers leaving a capture that never "

@@ -79,6 +79,10 @@ def parse_launch(text_or_argv: str | list[str], catalog: Catalog) -> LaunchComma
     return cmd
 
 
+# argparse adds -h/--help to every parser (add_help=True): no flag catalog lists them
+ARGPARSE_OWN = frozenset({"-h", "--help"})
+
+
 def _parse_args(args: list[str], catalog: Catalog, cmd: LaunchCommand) -> None:
     i = 0
     while i < len(args):
@@ -90,6 +94,9 @@ def _parse_args(args: list[str], catalog: Catalog, cmd: LaunchCommand) -> None:
             continue
         written, _, inline = tok.partition("=")
         has_inline = "=" in tok
+        if written in ARGPARSE_OWN:      # argparse's own help option, on every parser SGLang builds
+            i += 1
+            continue
         name, problem = _resolve(written, catalog)
         info = catalog.flag(name) if name else None
         # values that follow

@@ -20,7 +20,7 @@ import pytest
 from diag.analyze import analyze
 
 DATA = Path(__file__).parent / "data"
-CASES = sorted(p for sub in ("sglang", "extra", "extra2", "blind", "holdout", "fresh", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7", "fresh8", "fresh9", "fresh10", "fresh11", "fresh12", "fresh13", "fresh14", "fresh16", "fresh17", "fresh18") for p in (DATA / sub).glob("*.log"))
+CASES = sorted(p for sub in ("sglang", "extra", "extra2", "blind", "holdout", "fresh", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7", "fresh8", "fresh9", "fresh10", "fresh11", "fresh12", "fresh13", "fresh14", "fresh16", "fresh17", "fresh18", "fresh19") for p in (DATA / sub).glob("*.log"))
 
 # case -> why the category differs from the label
 CATEGORY_GAPS = {
@@ -77,7 +77,6 @@ FIX_GAPS = {
     "b01-flashinfer-sampling-no-kernel-image": "the label's --disable-flash-sampling is no SGLang flag (the thread's spelling of --disable-flashinfer-sampling, which diag offers for releases before 0.3.6)",
     "c11-dynamo-70b-single-gpu-oom": "the label spells the TP flag '--tp'; diag suggests the catalog's name, --tp-size",
     "c28-tp-not-dividing-attention-heads": "the paste names no model, so no TP size that divides its heads is computed",
-    "c31-mooncake-rdma-register-memory-peermem": "switching the transfer backend to NIXL is not offered for a Mooncake registration failure",
     "a01-kimi-eagle3-draft-inherits-trtllm-mla": "the draft worker's attention backend error is cut; --speculative-draft-attention-backend is only in the thread",
     "a07-qwen25vl-72b-awq-4090-gpu0-fast-image-processor": "the OOM names no image processor; that the fast (GPU) image processor filled GPU 0 is only in the thread",
     "d07-expert-distribution-metrics-eagle-multistep-graph-capture": "a capture invalidated by a host sync in the expert-distribution recorder is not tied to multi-step drafting (--speculative-num-steps 1)",

@@ -512,3 +512,18 @@ def test_a_line_that_describes_a_launch_is_not_advice():
     p = parse("[2025-01-01 10:00:00] Server started with --enable-torch-compile and using --chunked-prefill-size 4096\n"
               "To work around this error, add --disable-piecewise-cuda-graph to your launch command.\n")
     assert [flag for _, flag, _ in p.advice] == ["--disable-piecewise-cuda-graph"]
+
+
+def test_a_message_broken_before_a_new_sentence_is_one_message():
+    """An exception text that ended its sentence, then the rest of SGLang's template on the next line
+    ('{e}. The full weights of the ModelRunner ...'): the pair is one catalog message, read from the
+    first line; two unrelated sentences are not joined."""
+    p = parse("Failed to update parameter online: start (256) + length (256) exceeds dimension size (256)..\n"
+              "The full weights of the ModelRunner are partially updated. Please discard the whole weights.\n")
+    msgs = [e for e in p.events if e.msg is not None]
+    assert len(msgs) == 1 and msgs[0].line == 1 and msgs[0].end_line == 2
+    assert msgs[0].msg.template.startswith("Failed to update parameter online: {e}. The full weights")
+    assert msgs[0].msg.fields["e"].startswith("start (256)")
+    p = parse("The model weights were downloaded to a shared folder last week.\n"
+              "Then we restarted the server with the same command as before.\n")
+    assert not [e for e in p.events if e.msg is not None and e.end_line == 2]

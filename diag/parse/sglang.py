@@ -627,15 +627,24 @@ class LogParser:
         that matches nothing and does not end a sentence, then one that starts in lower case; the
         two joined are matched once."""
         prev, self._open_line = self._open_line, None
-        if prev is not None and prev[0] == lineno - 1 and stripped[:1].islower() and not (ts or rank):
+        if prev is not None and prev[0] == lineno - 1 and not (ts or rank) and stripped[:1].isalpha():
             joined = prev[1] + " " + stripped
-            m = self._match(joined) or (self._catalog.match_cut(joined[:4000]) if self._catalog is not None else None)
+            if stripped[:1].islower() and not prev[5]:
+                m = self._match(joined) or (self._catalog.match_cut(joined[:4000]) if self._catalog is not None else None)
+            else:
+                # a new sentence on the next line: the pair is one message only when a template matches
+                # them whole and its literal text goes on past the break ('{e}. The full weights of ...'
+                # after an exception text that ended the first line)
+                m = self._match(joined)
+                if m is not None and (m.partial or m.span[0] > len(prev[1]) or m.span[1] < len(prev[1]) + 12):
+                    m = None
             if m is not None and m.event not in QUIET_EVENTS:
-                ev = self._event("message", prev[0], prev[2], prev[3], prev[4], message=prev[1] + " " + stripped)
+                ev = self._event("message", prev[0], prev[2], prev[3], prev[4], message=joined)
                 ev.msg, ev.end_line = m, lineno
                 return "event"
-        if len(stripped) >= 30 and not stripped.endswith((".", "!", "?", ")", "]", "}", ":")) and stripped[:1].isalpha():
-            self._open_line = (lineno, stripped, text, ts, rank)
+        if len(stripped) >= 30 and stripped[:1].isalpha():
+            ended = stripped.endswith((".", "!", "?", ")", "]", "}", ":"))
+            self._open_line = (lineno, stripped, text, ts, rank, ended)
         return cls
 
     def _advice(self, lineno: int, stripped: str) -> None:
