@@ -120,16 +120,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--markdown", help="also write the list to this file")
     ap.add_argument("--fail-on-flagged", action="store_true", help="exit 1 when a flagged mutant survived")
     a = ap.parse_args(argv)
-    mutants = Path(a.mutants)
+    mutants = Path(a.mutants).resolve()
     if not mutants.is_dir():
-        print(f"no {mutants}: run `make mutate` (mutmut run) first", file=sys.stderr)
+        print(f"no {a.mutants}: run `make mutate` (mutmut run) first", file=sys.stderr)
         return 2
     import os
+    markdown = Path(a.markdown).resolve() if a.markdown else None
+    here = os.getcwd()
     os.chdir(mutants.parent)             # mutmut's API reads mutants/<file> relative to the working directory
-    text, flagged, _ = report(mutants)
+    try:
+        text, flagged, _ = report(mutants)
+    finally:
+        os.chdir(here)                   # main() is also called in-process (tests): leave the caller's folder
     print(text)
-    if a.markdown:
-        Path(a.markdown).write_text(text + "\n", encoding="utf-8")
+    if markdown:
+        markdown.write_text(text + "\n", encoding="utf-8")
     return 1 if (a.fail_on_flagged and flagged) else 0
 
 

@@ -107,17 +107,18 @@ def check_want(report, rule_id: str, want: dict) -> list[str]:
     return problems
 
 
-def case_problems(rule, case, tmp: Path) -> list[str]:
+def case_problems(rule, case, tmp: Path, report=None) -> list[str]:
     """What test_rule_cases.test_case would fail on for this case (empty when it passes): the
     suite's own check, callable in-process (the mutation meta-tests run it under a mutation).
     An exception of the strict pipeline (a fix the version lacks, one pointing the wrong way) is
     a problem too."""
     from diag.findings import FixError
-    tmp.mkdir(parents=True, exist_ok=True)
-    try:
-        report = run_case(case, tmp)
-    except FixError as e:
-        return [f"strict: {e}"]
+    if report is None:
+        tmp.mkdir(parents=True, exist_ok=True)
+        try:
+            report = run_case(case, tmp)
+        except FixError as e:
+            return [f"strict: {e}"]
     if case.expect == "no-match":
         return [f"{rule.id} matched: {[f.title for f in report.findings]}"] if rule.id in report.matched else []
     if case.expect == "match":

@@ -36,6 +36,7 @@ def test_report_groups_survivors_and_flags(tmp_path, monkeypatch):
     diffs = {"diag.memory.options.x__lower_fraction__mutmut_1": _diff("    if mfs > cur:", "    if mfs < cur:"),
              "diag.memory.options.x_after__mutmut_1": _diff('    out = {"fits": nb.fits}', '    out = {"XXfitsXX": nb.fits}')}
     monkeypatch.setattr(R, "diff_of", lambda name, src: diffs[name])
+    here = Path.cwd()
     text, flagged, counts = R.report(tmp_path / "mutants")
     assert counts == {"survived": 2, "killed": 1}
     assert flagged == 1
@@ -44,3 +45,4 @@ def test_report_groups_survivors_and_flags(tmp_path, monkeypatch):
     assert "**[direction]**" in text and "mutmut_2" not in text
     assert R.main(["--mutants", str(tmp_path / "mutants"), "--fail-on-flagged"]) == 1
     assert R.main(["--mutants", str(tmp_path / "nothing")]) == 2
+    assert Path.cwd() == here                 # main() changes folder for mutmut's API and comes back

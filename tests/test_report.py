@@ -32,20 +32,7 @@ SMI = ROOT / "samples" / "rtx-pro-6000-smi.txt"
 LOGS = sorted(p for sub in ("sglang", "extra", "extra2", "blind") for p in (DATA / sub).glob("*.log"))
 SMIS = sorted(p for p in (DATA / "smi").iterdir() if p.suffix != ".json")
 VIEWS = ("text", "markdown", "slack", "slack_blocks", "html")
-SCHEMA = json_schema()
-VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
-
-
-def as_json(report: Report) -> dict:
-    """What `diag analyze --format json` prints, parsed (the writer refuses NaN and Infinity)."""
-    return json.loads(report.dumps())
-
-
-def check(report: Report) -> dict:
-    data = as_json(report)
-    errors = sorted(VALIDATOR.iter_errors(data), key=lambda e: list(e.absolute_path))
-    assert not errors, "; ".join(f"{list(e.absolute_path)}: {e.message[:200]}" for e in errors[:5])
-    return data
+from schemacheck import SCHEMA, VALIDATOR, as_json, check  # noqa: E402,F401
 
 
 def test_the_schema_is_a_valid_draft_2020_12_schema():
@@ -72,19 +59,6 @@ def test_corpus_reports_validate_and_read_back(path):
             m = f["memory"]
             assert all(s["source"] != "nvidia-smi" for s in (m.get("sources") or {}).values())
             assert all(i["source"] != "nvidia-smi" and "nvidia-smi" not in i["note"] for i in m.get("items") or [])
-
-
-def rule_cases():
-    from diag.rules.registry import registry
-    return [(r.id, c) for r in registry().rules for c in r.cases if c.expect != "no-match" and not c.xfail]
-
-
-@pytest.mark.parametrize("rule,case", rule_cases(), ids=lambda x: x if isinstance(x, str) else x.name)
-def test_rule_case_reports_validate(rule, case, tmp_path):
-    """Every rule case's report validates against the schema and reads back."""
-    from rulecases import run_case
-    data = check(run_case(case, tmp_path))
-    assert Report.from_json(data).to_json() == data
 
 
 def test_schema_and_model_agree():

@@ -1,12 +1,21 @@
 """Every case of every rule (rules/<family>/*.toml): category, fixes and their direction,
-evidence lines, confidence bounds, and the texts, through the whole pipeline."""
+evidence lines, confidence bounds, and the texts, through the whole pipeline; then the same
+report's text render against its snapshot (tests/snapshots, see test_rule_snapshots.py) and its
+JSON against the shipped schema, read back. One analysis per case serves all three checks."""
 from __future__ import annotations
 
 import pytest
 
+import diag
+from diag.findings import FixError
+from diag.render.text import render
+from diag.report import Report
 from diag.rules.registry import registry
 
-from rulecases import case_id, case_problems
+from rulecases import case_id, case_problems, run_case
+from schemacheck import check
+from snapshots import compare, normalise
+from test_rule_snapshots import snapshot_name
 
 CASES = [(r, c) for r in registry().rules for c in r.cases]
 
@@ -15,8 +24,16 @@ CASES = [(r, c) for r in registry().rules for c in r.cases]
 def test_case(rule, case, tmp_path):
     if case.xfail:
         pytest.xfail(case.xfail)
-    problems = case_problems(rule, case, tmp_path)
+    try:
+        report = run_case(case, tmp_path)
+    except FixError as e:
+        pytest.fail(f"strict: {e}")
+    problems = case_problems(rule, case, tmp_path, report=report)
     assert not problems, "\n".join(problems)
+    compare(snapshot_name(rule, case), normalise(render(report, color=False), tmp=tmp_path, version=diag.__version__))
+    if case.expect != "no-match":
+        data = check(report)
+        assert Report.from_json(data).to_json() == data
 
 
 def test_every_rule_has_a_top_case():
