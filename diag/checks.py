@@ -41,6 +41,7 @@ class CrashSite:
     names: list[str] = field(default_factory=list)     # functions run through and names their lines read
     config: bool = False          # the innermost frame is in argument validation
     at_import: bool = False       # every outer frame runs a module's top level: it failed while being imported
+    sglang_top_level: bool = False  # the innermost SGLang frame is a module's top level (not an entry script's)
 
 
 def _last(name: str) -> str:
@@ -103,6 +104,9 @@ def failed_check(facts) -> Check | None:
     return None
 
 
+# SGLang's modules that run as the program (python -m): their top level is the program, not an import
+ENTRY_SCRIPTS = ("sglang.launch_server", "sglang.bench_", "sglang.check_env", "sglang.cli", "sglang.eval", "sglang.test")
+
 RUNPY = ("_run_module_as_main", "_run_code", "_get_module_details", "<frozen runpy>")     # python -m's own frames
 
 
@@ -131,9 +135,16 @@ def crash_site(facts) -> CrashSite | None:
         ours = sum(1 for fr in outer if (module_of(fr.file) or "").startswith("sglang"))
         at_import = bool(imports) and all(fr.func == "<module>" for fr in outer) and \
             any((module_of(fr.file) or "").startswith("sglang") for fr in imports) and (ours >= 2 or importing_pkg)
+        # the library code below it (a dataclass decorator, a base class's __init_subclass__) ran because
+        # SGLang's module defined a class or called it at its top level: an import, not a request
+        sg = [module_of(fr.file) for fr in frames if (module_of(fr.file) or "").startswith("sglang.")]
+        inner_ours = next((fr for fr in reversed(frames) if (module_of(fr.file) or "").startswith("sglang.")), None)
+        top_level = inner_ours is not None and inner_ours.func == "<module>" and \
+            not (module_of(inner_ours.file) or "").startswith(ENTRY_SCRIPTS) and bool(sg)
         return CrashSite(event=e, type=e.data.get("type"), module=module, function=frames[-1].func,
                          names=[n for n in dict.fromkeys(names) if n],
-                         config=bool(module and module.startswith(CONFIG_MODULES)), at_import=at_import)
+                         config=bool(module and module.startswith(CONFIG_MODULES)), at_import=at_import,
+                         sglang_top_level=top_level)
     return None
 
 

@@ -1364,6 +1364,8 @@ FACT_PATHS: dict[str, tuple[str, object]] = {
     "crash.type": ("its exception type", lambda f: _crash(f, "type")),
     "crash.module": ("the module of its innermost frame", lambda f: _crash(f, "module")),
     "crash.function": ("the function of its innermost frame", lambda f: _crash(f, "function")),
+    "crash.sglang_top_level": ("the innermost SGLang frame is a module's top level (a class or decorator there, library code "
+                               "below it): it failed while that module was imported", lambda f: _crash(f, "sglang_top_level")),
     "crash.in_config": ("its innermost frame is in argument validation (server_args, arg_groups, configs)",
                         lambda f: _crash(f, "config")),
     "crash.names": ("the functions it ran through and the names their quoted lines read", lambda f: _crash(f, "names")),

@@ -144,6 +144,9 @@ PATH_COMPONENTS: list[tuple[str, object]] = [
     ("speculative", rx.compile(r"sglang/srt/speculative/")), ("lora", rx.compile(r"sglang/srt/lora/")),
     ("moe", rx.compile(r"sglang/srt/layers/moe/")),
     ("host_pool", rx.compile(r"mem_cache/memory_pool_host|mem_cache/hicache|mem_cache/hiradix|managers/cache_controller")),
+    ("torch_compile", rx.compile(r"torch/_dynamo/|torch/_inductor/")),
+    ("overlap_schedule", rx.compile(r"tp_worker_overlap_thread|overlap_thread\.py")),
+    ("two_batch_overlap", rx.compile(r"two_batch_overlap")), ("single_batch_overlap", rx.compile(r"single_batch_overlap")),
 ]
 
 
