@@ -65,6 +65,6 @@ def test_a_million_killed_lines_scale_linearly(tmp_path):
         report = analyze([str(log)])
         return time.process_time() - t, report
     cpu(2_000)                                   # the registry and the catalog, loaded once
-    small, _ = cpu(20_000)
-    big, report = cpu(200_000)
+    small, _ = cpu(10_000)
+    big, report = cpu(100_000)
     assert report.findings and big < 25 * max(small, 0.02), (small, big)

@@ -527,3 +527,16 @@ def test_a_message_broken_before_a_new_sentence_is_one_message():
     p = parse("The model weights were downloaded to a shared folder last week.\n"
               "Then we restarted the server with the same command as before.\n")
     assert not [e for e in p.events if e.msg is not None and e.end_line == 2]
+
+
+def test_joins_past_a_sentence_break_are_bounded(monkeypatch):
+    """Pages of unprefixed prose would pay a second catalog match per line: the tries are capped per
+    input (LogParser.JOIN_TRIES), after which such a pair is read line by line."""
+    pair = ("Failed to update parameter online: start (256) + length (256) exceeds dimension size (256)..\n"
+            "The full weights of the ModelRunner are partially updated. Please discard the whole weights.\n")
+    monkeypatch.setattr(LogParser, "JOIN_TRIES", 3)
+    prose = "".join(f"Line {i} of a long write-up that the paste carried along with the log.\n" for i in range(8))
+    p = parse(prose + pair)
+    assert not [e for e in p.events if e.msg is not None and e.end_line]
+    p = parse(pair)
+    assert [e for e in p.events if e.msg is not None and e.end_line == 2]

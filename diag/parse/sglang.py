@@ -222,6 +222,7 @@ class LogParser:
     MAX_TRACEBACKS = 1000
     MARKS = 1000             # marked lines whose windows survive a pruning of the context (first and last)
     CONTEXT_CAP = 50_000     # lines of context before the windows of forgotten events are pruned
+    JOIN_TRIES = 2_000       # unprefixed line pairs tried as one message continued past a sentence break
 
     def __init__(self, input_index: int = 0):
         self.input = input_index
@@ -265,6 +266,7 @@ class LogParser:
         self.versions: list[Event] = []
         self.advice: list[tuple] = []             # (line, flag, value or None) the log's own text says to add
         self._open_line = None                    # a plain line that may continue on the next one
+        self._joins_left = self.JOIN_TRIES        # tries at a message continued after a sentence break
         self.first_batch_dated: list = []     # the wordings that date the first batch line (diag.parse.wording)
 
     # -- public ------------------------------------------------------------------
@@ -635,7 +637,10 @@ class LogParser:
                 # a new sentence on the next line: the pair is one message only when a template matches
                 # them whole and its literal text goes on past the break ('{e}. The full weights of ...'
                 # after an exception text that ended the first line)
-                m = self._match(joined)
+                m = None
+                if self._joins_left > 0:      # bounded: on pages of plain prose every line would pay a second match
+                    self._joins_left -= 1
+                    m = self._match(joined)
                 if m is not None and (m.partial or m.span[0] > len(prev[1]) or m.span[1] < len(prev[1]) + 12):
                     m = None
             if m is not None and m.event not in QUIET_EVENTS:
