@@ -137,10 +137,9 @@ def crash_site(facts) -> CrashSite | None:
             any((module_of(fr.file) or "").startswith("sglang") for fr in imports) and (ours >= 2 or importing_pkg)
         # the library code below it (a dataclass decorator, a base class's __init_subclass__) ran because
         # SGLang's module defined a class or called it at its top level: an import, not a request
-        sg = [module_of(fr.file) for fr in frames if (module_of(fr.file) or "").startswith("sglang.")]
         inner_ours = next((fr for fr in reversed(frames) if (module_of(fr.file) or "").startswith("sglang.")), None)
         top_level = inner_ours is not None and inner_ours.func == "<module>" and \
-            not (module_of(inner_ours.file) or "").startswith(ENTRY_SCRIPTS) and bool(sg)
+            not (module_of(inner_ours.file) or "").startswith(ENTRY_SCRIPTS)
         return CrashSite(event=e, type=e.data.get("type"), module=module, function=frames[-1].func,
                          names=[n for n in dict.fromkeys(names) if n],
                          config=bool(module and module.startswith(CONFIG_MODULES)), at_import=at_import,

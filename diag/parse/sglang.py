@@ -627,7 +627,9 @@ class LogParser:
     def _continued(self, lineno, text, ts, rank, stripped, cls) -> str:
         """A message printed over two lines (the paste or the terminal broke it mid-sentence): a line
         that matches nothing and does not end a sentence, then one that starts in lower case; the
-        two joined are matched once."""
+        two joined are matched once. A pair broken after a sentence (an exception text that ended
+        with a full stop, then the rest of SGLang's template) is one message only when a template
+        matches the two whole with literal text past the break (tried JOIN_TRIES times per input)."""
         prev, self._open_line = self._open_line, None
         if prev is not None and prev[0] == lineno - 1 and not (ts or rank) and stripped[:1].isalpha():
             joined = prev[1] + " " + stripped
