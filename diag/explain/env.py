@@ -30,7 +30,7 @@ from . import Explainer, ExplainContext, Values
 PROVIDES = (
     "message", "messages", "signal", "signal_line", "signals", "sigkill", "oom_killer", "error_before",
     "error_before_line", "nccl_frames", "dump_phase", "flashinfer", "sampling", "flashinfer_attention", "port", "port_name", "next_port", "http_port", "zmq_loopback", "apart_port", "tcpstore", "dp_size", "tp_size", "multi_dp", "build_tool", "import_ignored", "warmup_failed", "proxy_error", "mooncake",
-    "hicache_size_gb", "hicache_ratio_fit", "hicache_ratio_raise", "hicache_requested_gb", "hicache_available_gb", "collective_timeout_s", "collective_seq",
+    "hicache_size_gb", "hicache_printed_gb", "hicache_hidden_reserve", "hicache_ratio_fit", "hicache_ratio_raise", "hicache_requested_gb", "hicache_available_gb", "collective_timeout_s", "collective_seq",
     "early_collective", "dist_timeout_s", "multi_node", "module", "package", "library", "cuda_library",
     "local_host", "host", "sighup", "fault_gpus", "fault_errors", "fault_severe", "held_gpus", "held_used_mib",
     "held_total_mib", "held_pids", "smi_error",
@@ -256,12 +256,22 @@ def _ports(facts, hits, v: dict) -> None:
     v["apart_port"] = start + 1000 if start + 1000 < 65000 else max(1024, start - 1000)
 
 
+HICACHE_RESERVE_GB = 10 * (1 << 30) / 1e9      # the 10 GiB SGLang keeps free beside the host pool, in GB
+
+
 def _hicache(facts, hits, v: dict) -> None:
     req = avail = None
     for e in hits:
         f = _fields(e)
         req = req if req is not None else _float(f.get("requested_bytes"))           # GB (1e9), named so by SGLang
         avail = avail if avail is not None else _float(f.get("available", f.get("available_bytes")))
+    # the request fits the number printed yet was refused: that release compared the request plus the
+    # 10 GiB reserve with the host's available memory and printed the available memory without it
+    hidden = req is not None and avail is not None and req <= avail
+    if hidden:
+        v["hicache_printed_gb"] = avail
+        avail = max(0.0, avail - HICACHE_RESERVE_GB)
+    v["hicache_hidden_reserve"] = hidden
     v["hicache_requested_gb"], v["hicache_available_gb"] = req, avail
     if avail is not None and avail > 1:
         v["hicache_size_gb"] = max(1, int(avail * 0.9))
