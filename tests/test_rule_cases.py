@@ -44,3 +44,11 @@ def test_every_rule_has_a_top_case():
 def test_registry_checks_message_names_against_the_catalog():
     from diag.rules.registry import load
     load(check_messages=True)
+
+
+def test_placeholder_values_need_no_shell_quoting():
+    """A value the user fills in ('<the interface on ...>') is shown in the patched launch command,
+    single-quoted: an apostrophe or a backtick in it turns into '"'"' there."""
+    bad = [f"{r.id}: {f.value}" for r in registry().rules for f in r.fixes
+           if isinstance(f.value, str) and f.value.startswith("<") and any(c in f.value for c in "'`\"")]
+    assert not bad, bad
