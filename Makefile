@@ -58,7 +58,7 @@ fuzz: setup
 score: setup
 	$(PY) ../shared/tools/score_corpus.py ../shared/corpus/sglang --diag $(BIN)/diag
 	$(PY) ../shared/tools/score_corpus.py ../shared/corpus/smi --diag $(BIN)/diag
-	for d in extra extra2 blind holdout fresh fresh3 fresh4 fresh5 fresh6 fresh7 fresh8 fresh9 fresh10 fresh11 fresh12 fresh13 fresh14 fresh16 fresh17 fresh18 fresh19 fresh20 fresh21; do echo "== tests/data/$$d"; \
+	for d in extra extra2 blind holdout fresh fresh3 fresh4 fresh5 fresh6 fresh7 fresh8 fresh9 fresh10 fresh11 fresh12 fresh13 fresh14 fresh16 fresh17 fresh18 fresh19 fresh20 fresh21 fresh22; do echo "== tests/data/$$d"; \
 	  $(PY) ../shared/tools/score_corpus.py tests/data/$$d --diag $(BIN)/diag | tail -2; done
 
 # the message catalog: re-merge the hand lists and reviews (no download); after editing a TOML file
