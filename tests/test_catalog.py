@@ -48,7 +48,8 @@ def test_every_specific_entry_compiles_and_matches_a_rendering_of_itself(cat, pa
         if not specific:
             continue
         sample = T.render(tmpl)
-        m = rx.search(sample)
+        # the whole rendering first (anchored: five times faster on RE2 than a search), else anywhere in it
+        m = rx.fullmatch(sample) or rx.search(sample)
         assert m is not None, f"m-{n:012x}: {tmpl!r} does not match {sample!r}"
         got = m.groupdict()
         # the fields read back re-render the text they came from, and typed ones convert
