@@ -134,35 +134,63 @@ def _scan(*args, timeout=180):
     return r
 
 
-def test_ray_scan_of_session_logs_on_every_node(cluster, tmp_path):
+def _start_scan(*args) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "diag", "scan", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=ENV)
+
+
+@pytest.fixture(scope="module")
+def runs(cluster, tmp_path_factory):
+    """Both scans of the cluster, run side by side (each driver mostly waits on Ray's handshakes): the
+    scan of given paths starts with the stand-in engines, the scan of the session logs once the
+    engines have written theirs. {name: (returncode, stdout, stderr)}, and the engines' node ids."""
     address, temp = cluster
-    script = tmp_path / "engines.py"
+    tmp = tmp_path_factory.mktemp("ray")
+    folder = tmp / "logs"
+    folder.mkdir()
+    for k in range(4):
+        (folder / f"engine-{k}.log").write_text((PROXY if k % 2 else ARCH).read_text())
+    script = tmp / "engines.py"
     script.write_text(ENGINES)
-    r = subprocess.run([sys.executable, str(script), address, str(PROXY), str(ARCH)], capture_output=True, text=True,
-                       timeout=120, env=ENV)
+    session = None
+    given = _start_scan("--ray", address, str(folder / "*.log"), "-f", "json", "--fail-on", "never")
+    try:
+        r = subprocess.run([sys.executable, str(script), address, str(PROXY), str(ARCH)], capture_output=True,
+                           text=True, timeout=120, env=ENV)
+        session = _start_scan("--ray", address, "-f", "jsonl", "--fail-on", "never", "--progress")
+        out = {}
+        for name, proc in (("given", given), ("session", session)):
+            so, se = proc.communicate(timeout=180)
+            out[name] = (proc.returncode, so, se)
+    finally:
+        for proc in (given, session):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+    return r, out
+
+
+def test_ray_scan_of_session_logs_on_every_node(cluster, runs):
+    _, temp = cluster
+    r, out = runs
     assert r.returncode == 0, r.stderr[-2000:]
     engine_nodes = set(r.stdout.strip().splitlines()[-1].split(","))
     assert len(engine_nodes) == 2                       # one engine ran on each node
-    out = _scan("--ray", address, "-f", "jsonl", "--fail-on", "never", "--progress")
-    assert out.returncode == 0, out.stderr[-2000:]
-    rows = [json.loads(line) for line in out.stdout.splitlines()]
+    code, stdout, stderr = out["session"]
+    assert code == 0, stderr[-2000:]
+    rows = [json.loads(line) for line in stdout.splitlines()]
     # Ray's own logs and idle workers' files are not SGLang logs: only the two engines' output is left
     assert sorted(r["category"] for r in rows) == ["env.cuda_arch_driver", "env.http_proxy"]
     assert all(Path(r["file"]).name.startswith("worker-") and temp in r["file"] for r in rows)
     assert len({r["node"] for r in rows}) == 2          # the two largest files went to the two nodes
     assert {r["node"].split("/")[1] for r in rows} <= {n[:8] for n in engine_nodes}
-    assert "diag: scanned" in out.stderr
+    assert "diag: scanned" in stderr
 
 
-def test_ray_scan_of_given_paths_reads_each_file_once(cluster, tmp_path):
-    address, _ = cluster
-    folder = tmp_path / "logs"
-    folder.mkdir()
-    for k in range(4):
-        (folder / f"engine-{k}.log").write_text((PROXY if k % 2 else ARCH).read_text())
-    out = _scan("--ray", address, str(folder / "*.log"), "-f", "json", "--fail-on", "never")
-    assert out.returncode == 0, out.stderr[-2000:]
-    rows = json.loads(out.stdout)
+def test_ray_scan_of_given_paths_reads_each_file_once(runs):
+    _, out = runs
+    code, stdout, stderr = out["given"]
+    assert code == 0, stderr[-2000:]
+    rows = json.loads(stdout)
     assert sorted(Path(r["file"]).name for r in rows) == [f"engine-{k}.log" for k in range(4)]   # both nodes see them: read once
     assert len({r["node"] for r in rows}) == 2
     assert {r["group_size"] for r in rows} == {2}
