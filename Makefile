@@ -47,10 +47,12 @@ bench-serve: setup
 
 # hostile input at length (issue 10): thousands of property examples, every pattern at 200 KB,
 # and the large inputs (bombs, event-dense logs) measured against the Done-when bounds; every log of
-# tests/data through every reader (the suite takes half of them)
+# tests/data through every reader and every corpus line through the literal precheck (the suite
+# takes a third and a half of them)
 fuzz: setup
 	HYPOTHESIS_PROFILE=fuzz $(BIN)/python -m pytest -q tests/test_properties.py
 	DIAG_ALL_READER_LOGS=1 $(BIN)/python -m pytest -q -n 2 tests/test_scan.py -k test_same_report_through_both_readers
+	DIAG_ALL_PRECHECK_LINES=1 $(BIN)/python -m pytest -q -n 2 tests/test_linear.py -k test_the_literal_precheck_never_hides_a_match
 	LINEAR_KB=200 $(BIN)/python -m pytest -q tests/test_linear.py -k test_pattern_is_linear
 	$(BIN)/python tests/fuzz_big.py --out benchmarks/HOSTILE-fuzz.md
 
