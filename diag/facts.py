@@ -950,7 +950,12 @@ def _other_transfer_backend(f: Facts) -> str | None:
 def _transfer_error(f: Facts):
     """The first error of a KV-transfer engine: a glog error record from a transport source, or a line the
     catalog knows as a Mooncake/NIXL failure (a warning-level registration failure, a message pasted
-    without its glog prefix)."""
+    without its glog prefix). Found once per Facts: five facts read it."""
+    from . import checks
+    return checks.cached(f, "transfer_error", _find_transfer_error)
+
+
+def _find_transfer_error(f: Facts):
     for e in f.events:
         if e.kind == "error" and e.data.get("source") == "glog" and \
                 any(w in (e.data.get("file") or "").lower() for w in TRANSFER_FILES):

@@ -58,3 +58,16 @@ def compare(name: str, text: str, root: Path = ROOT) -> None:
                                 tofile=f"{name} (rendered now)", lineterm="", n=2)
     raise SnapshotMismatch(f"the text render of {name} changed (pytest --update-snapshots if intended):\n"
                            + "\n".join(diff))
+
+
+def snapshot_name(rule, case) -> str:
+    """A rule case's snapshot file under ROOT."""
+    return f"{rule.id}/{slug(case.name)}.txt"
+
+
+def render_text(report, tmp: Path) -> str:
+    """The text render of a case's report (no colour), its volatile parts normalised."""
+    import diag
+    from diag.render.text import render
+    return normalise(render(report, color=False), tmp=tmp, version=diag.__version__)
+

@@ -187,24 +187,16 @@ def _every_entry(check, file: str) -> None:
     assert not failures, f"{len(failures)} entries of {file}:\n" + "\n".join(failures)
 
 
-@pytest.mark.parametrize("file", files())
-def test_entry_schema(file):
-    _every_entry(_entry_schema, file)
+EVERY_ENTRY = {"schema": _entry_schema, "re2": _pattern_is_re2, "examples": _entry_matches_its_examples,
+               "no_other_event": _examples_do_not_read_as_another_event}
 
 
 @pytest.mark.parametrize("file", files())
-def test_pattern_is_re2(file):
-    _every_entry(_pattern_is_re2, file)
-
-
-@pytest.mark.parametrize("file", files())
-def test_entry_matches_its_examples(file):
-    _every_entry(_entry_matches_its_examples, file)
-
-
-@pytest.mark.parametrize("file", files())
-def test_examples_do_not_read_as_another_event(file):
-    _every_entry(_examples_do_not_read_as_another_event, file)
+@pytest.mark.parametrize("check", EVERY_ENTRY)
+def test_every_entry(check, file):
+    """Each hand list's entries: the schema, RE2-compatible patterns, their examples read back,
+    and no example read as another event kind."""
+    _every_entry(EVERY_ENTRY[check], file)
 
 
 def corpus_lines() -> list[tuple[str, str]]:

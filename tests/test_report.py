@@ -20,7 +20,7 @@ from diag.analyze import analyze, analyze_with_facts  # noqa: E402
 from diag.facts import Facts  # noqa: E402
 from diag.memory.provenance import ITEM_KEYS  # noqa: E402
 from diag.redact import redact_report  # noqa: E402
-from diag.report import SOURCES, Evidence, Finding, Fix, InputInfo, Launch, Report, json_schema  # noqa: E402
+from diag.report import SOURCES, Evidence, Finding, Fix, InputInfo, Launch, Report  # noqa: E402
 from diag.report_build import BUCKETS, CONTEXT_CHARS, MAX_SAMPLES, RADIUS, clip  # noqa: E402
 from diag.rules.schema import Rule  # noqa: E402
 from diag.taxonomy import CATEGORIES  # noqa: E402

@@ -6,16 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-import diag
 from diag.findings import FixError
-from diag.render.text import render
 from diag.report import Report
 from diag.rules.registry import registry
 
 from rulecases import case_id, case_problems, run_case
 from schemacheck import check
-from snapshots import compare, normalise
-from test_rule_snapshots import snapshot_name
+from snapshots import compare, render_text, snapshot_name
 
 CASES = [(r, c) for r in registry().rules for c in r.cases]
 
@@ -30,7 +27,7 @@ def test_case(rule, case, tmp_path):
         pytest.fail(f"strict: {e}")
     problems = case_problems(rule, case, tmp_path, report=report)
     assert not problems, "\n".join(problems)
-    compare(snapshot_name(rule, case), normalise(render(report, color=False), tmp=tmp_path, version=diag.__version__))
+    compare(snapshot_name(rule, case), render_text(report, tmp_path))
     if case.expect != "no-match":
         data = check(report)
         assert Report.from_json(data).to_json() == data

@@ -10,24 +10,17 @@ from __future__ import annotations
 
 import pytest
 
-import diag
-from diag.render.text import render
 from diag.rules.registry import registry
 
 from rulecases import run_case
-from snapshots import ROOT, compare, normalise, slug, updating
+from snapshots import ROOT, compare, render_text, snapshot_name, updating
 
 CASES = [(r, c) for r in registry().rules for c in r.cases if not c.xfail]
 
 
-def snapshot_name(rule, case) -> str:
-    return f"{rule.id}/{slug(case.name)}.txt"
-
-
 def rendered(rule, case, tmp_path) -> str:
     tmp_path.mkdir(parents=True, exist_ok=True)
-    report = run_case(case, tmp_path)
-    return normalise(render(report, color=False), tmp=tmp_path, version=diag.__version__)
+    return render_text(run_case(case, tmp_path), tmp_path)
 
 
 def test_snapshot_names_are_unique():
