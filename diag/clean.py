@@ -382,7 +382,8 @@ def _mid_token(prev: str, nxt: str) -> bool:
     if a == " ":
         return b.isalnum() or b in "-_/"
     if a.isalpha():
-        return b.islower() or b.isdigit() or b in "-_/=.:"
+        # (a flag starting the next line follows a space the wrap took: 'under' / '--mem-fraction-static')
+        return (b.islower() or b.isdigit() or b in "-_/=.:") and not nxt.startswith("--")
     if a.isdigit():
         return b.isdigit() or b in "._-:/"
     return a in "-_/=" and (b.isalnum() or b in "-_")

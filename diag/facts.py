@@ -1246,6 +1246,7 @@ FACT_PATHS: dict[str, tuple[str, object]] = {
     "failure.backend_choices": ("the attention backends the failure's own check names as allowed (the one in use left out), "
                                 "SGLang's preference first", lambda f: _backend_gate(f)),
     "failure.backend_pick": ("the first of them", lambda f: (_backend_gate(f) or [None])[0]),
+    "failure.backend_others": ("the others, after the first", lambda f: (_backend_gate(f) or [])[1:] or None),
     "failure.meaning": ("what the catalog says that message means (hand lists and reviews only)",
                         lambda f: _msg_entry_text(f.failure_event, "meaning")),
     "failure.action": ("what the catalog says to do about it (hand lists and reviews only)",

@@ -34,7 +34,7 @@ def finalize(report: Report, findings: list[Finding], facts, strict: bool = Fals
         _cap_evidence(f)
     report.matched = [f.rule for f in findings]
     findings = _merge_same_category(findings)
-    report.findings = _order(findings)
+    report.findings = _order(findings, facts)
     report.status = _status(report.findings, facts)
     report.unchecked = _unchecked(facts, report)
 
@@ -50,13 +50,18 @@ def _spell(finding: Finding, facts, strict: bool) -> None:
             undated = getattr(getattr(facts, "version", None), "describe", lambda: "")() == "unknown"
             wide = None
             if cat and undated:
-                from .flags import widest_spelling
+                from .flags import broadest_spelling, widest_spelling
                 wide = widest_spelling(fix.flag, value)
+                every = wide is not None
+                wide = wide or broadest_spelling(fix.flag, value)
             if wide is not None and spelled and [wide] != spelled:
                 # the log does not date SGLang: a spelling every catalogued release accepts (the newest as
-                # deprecated) works whatever the user runs; the newest release's own name is noted
-                note = (f"{wide[0]} is accepted by every SGLang release diag knows; {cat.versions[-1]} prefers "
-                        + " ".join(f"{n} {v}" if v not in (None, "") else n for n, v in spelled))
+                # deprecated) works whatever the user runs, else the one most releases accept; the newest
+                # release's own name is noted
+                newest = " ".join(f"{n} {v}" if v not in (None, "") else n for n, v in spelled)
+                note = (f"{wide[0]} is accepted by every SGLang release diag knows; {cat.versions[-1]} prefers {newest}" if every else
+                        f"{wide[0]} is how the SGLang releases before {cat.versions[-1]} spell it (the log does not date its "
+                        f"release); {cat.versions[-1]} and later take {newest}")
                 if note not in finding.confidence_notes:
                     finding.confidence_notes.append(note)
                 spelled = [wide]
@@ -221,15 +226,19 @@ def _merge_same_category(findings: list[Finding]) -> list[Finding]:
     return out
 
 
-def _order(findings: list[Finding]) -> list[Finding]:
-    primary = [f for f in findings if f.role == "root"]
-    secondary = [f for f in findings if f.role == "secondary"]
+def _order(findings: list[Finding], facts=None) -> list[Finding]:
+    outlived = _outlived(findings, facts)           # ids of findings
+    primary = [f for f in findings if f.role == "root" and id(f) not in outlived]
+    secondary = [f for f in findings if f.role == "secondary" or id(f) in outlived]
     symptoms = [f for f in findings if f.role == "symptom"]
     if not primary:
         primary, secondary = secondary, []
+        bystanders = _after_first_failure(primary, facts)
+    else:
+        bystanders = set()
     if not primary:
         primary, symptoms = symptoms[:1], symptoms[1:]
-    primary.sort(key=lambda f: (-f.rank_score, _first_line(f)))
+    primary.sort(key=lambda f: (id(f) in bystanders, -f.rank_score, _first_line(f)))
     _inner_first(primary)
     _contested(primary)
     if primary:
@@ -243,6 +252,65 @@ def _order(findings: list[Finding]) -> list[Finding]:
                 top.confidence_notes.append(note)
         top.evidence.sort(key=lambda e: (e.input, e.line))
     return primary
+
+
+def _triggers(f: Finding) -> list[tuple[int, int]]:
+    return [(e.input, e.line) for e in f.evidence if e.role == "trigger"]
+
+
+def _outlived(findings: list[Finding], facts) -> set[int]:
+    """Root findings whose every trigger the server went on past: a start-up step or a served batch
+    of the same log comes after them, and a root finding of its own stands at a failure after that
+    step (a transfer error at start-up, then a crash three minutes into serving). The later failure
+    is the one the process died of; the earlier finding stays, as a secondary one."""
+    if facts is None:
+        return set()
+    roots = [f for f in findings if f.role == "root" and _triggers(f)]
+    out = set()
+    for f in roots:
+        last = max(_triggers(f))
+        step = _progress_after(facts, *last)
+        if step is None:
+            continue
+        if any(g is not f and g.category != f.category and min(_triggers(g))[0] == last[0] and min(_triggers(g))[1] > step
+               for g in roots):
+            out.add(id(f))
+            note = f"the server went on after it (line {step}) and failed later"
+            if note not in f.confidence_notes:
+                f.confidence_notes.append(note)
+    return out
+
+
+PROGRESS_STEPS = ("load_end", "kv_alloc", "pool_end", "graph_end", "ready", "http_up")
+
+
+def _progress_after(facts, inp: int, line: int) -> int | None:
+    """The first line after `line` of input `inp` that shows the server went on: a start-up step
+    or a batch it served."""
+    steps = [m.line for m in getattr(facts, "milestones", ()) if m.input == inp and m.line > line
+             and m.data.get("phase") in PROGRESS_STEPS]
+    batches = getattr(facts, "batches", ())
+    if inp < len(batches) and len(batches[inp]) and (batches[inp].last_line or 0) > line:
+        b = batches[inp]
+        if b.first_line > line:
+            steps.append(b.first_line)
+        else:           # rows before and after it: the first kept row after it (older rows live in buckets)
+            steps.append(min((x for x in b.line if x > line), default=b.last_line))
+    return min(steps) if steps else None
+
+
+def _after_first_failure(secondary: list[Finding], facts) -> set[int]:
+    """Secondary findings (bystanders, generic readings) whose triggers all come after the log's
+    first failure, when another one stands at that failure: the first error in time is the one to
+    fix (a peer's closed connection after the rank that failed first)."""
+    ev = getattr(facts, "failure_event", None)
+    if ev is None:
+        return set()
+    first = (ev.input, ev.line)
+    at_first = [f for f in secondary if first in _triggers(f)]
+    if not at_first:
+        return set()
+    return {id(f) for f in secondary if all(f is not g for g in at_first) and _triggers(f) and min(_triggers(f)) > first}
 
 
 CONTESTED = 0.05        # a runner-up of another category this close is as strong an explanation

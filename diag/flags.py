@@ -103,6 +103,12 @@ class FlagInfo:
     dest: str | None = None
 
 
+# ServerArgs fields whose flag's argparse dest is another name: ServerArgs.from_cli_args copies
+# args.tensor_parallel_size into tp_size (and so on), so a server_args dump prints tp_size=8
+FIELD_OF_DEST = {"tp_size": "tensor_parallel_size", "pp_size": "pipeline_parallel_size",
+                 "dp_size": "data_parallel_size", "ep_size": "expert_parallel_size"}
+
+
 def _derived_build(idx: tuple[int, ...]):
     """What a Catalog of these versions looks flags up in: per version name -> (primary, definition),
     the names every one accepts, and the flag of each dest (read only; shared by every Catalog of
@@ -211,7 +217,7 @@ class Catalog:
 
     def flag_for_dest(self, dest: str) -> str | None:
         """ServerArgs field name -> flag name (server_args dumps use field names)."""
-        return self._dest.get(dest)
+        return self._dest.get(dest) or self._dest.get(FIELD_OF_DEST.get(dest, ""))
 
     def other_spellings(self, name: str) -> list[str]:
         """The other names (primary and aliases) this version accepts for the same flag."""
@@ -340,6 +346,18 @@ def widest_spelling(name: str, value: str | None) -> tuple[str, str | None] | No
         if new == name and accepted_by_all(old):
             return old, value
     return None
+
+
+def broadest_spelling(name: str, value: str | None) -> tuple[str, str | None] | None:
+    """When no spelling is accepted by every release: the one the most catalogued releases accept
+    (the older name a newest release split or renamed, '--cuda-graph-max-bs' beside 0.5.23's
+    '--cuda-graph-max-bs-decode'), or None when no release accepts any of them."""
+    n = len(catalog_versions())
+    cands = [(name, value)] + [(old, value) for old, new in RENAMES.items() if new == name] + \
+        [(old, None) for old, targets in VALUE_RENAMES.items() if (name, value) in targets]
+    counts = [sum(1 for vi in range(n) if c[0] in _accepted(vi)) for c in cands]
+    best = max(range(len(cands)), key=lambda i: (counts[i], i == 0))
+    return cands[best] if counts[best] else None
 
 
 def flag_of_dest(dest: str) -> tuple[str, str, str, dict] | None:

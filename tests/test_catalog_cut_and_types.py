@@ -82,3 +82,27 @@ def test_a_retold_line_gets_the_rule_of_its_message_and_says_it_was_retold(tmp_p
     q.write_text('Traceback (most recent call last):\n  File "/x/sglang/srt/layers/quantization/fp8.py", line 300, in create_weights\n'
                  '    check(output_partition_size, block_n, divisible)\nKeyboardInterrupt\n')
     assert all(f.rule != "SGL-CFG-043" for f in analyze([str(q)]).findings)
+
+
+def test_a_rewording_of_a_catalogued_check_is_found_near_its_template(cat):
+    """A build between releases prints the same check in other words (the allowed backends as a
+    tuple): nearly every literal word of the template, in order, from its first word on."""
+    m = cat.match_near("Gemma4 only supports ('trtllm_mha', 'triton', 'intel_xpu') attention backend, got prefill=fa3, decode=fa3")
+    assert m is not None and m.loose and m.partial and m.fields == {} and not m.versions
+    assert m.category == "config.invalid_value" and "Gemma4 only supports" in m.template
+
+
+def test_near_needs_the_same_first_word_and_most_of_the_words(cat):
+    # the words of a known message, but starting elsewhere, or with half its words: not a rewording
+    assert cat.match_near("We found that Gemma4 only supports a few attention backends, got prefill=fa3") is None
+    assert cat.match_near("Gemma4 only supports attention backend") is None
+
+
+def test_server_args_fields_renamed_from_their_flags_dest_map_to_the_flag():
+    """ServerArgs.from_cli_args copies args.tensor_parallel_size into tp_size: a dump's tp_size and
+    dp_size are --tensor-parallel-size and --data-parallel-size."""
+    from diag.flags import for_version
+    c = for_version("0.5.13")
+    assert c.flag_for_dest("tp_size") == "--tensor-parallel-size"
+    assert c.flag_for_dest("dp_size") == "--data-parallel-size"
+    assert c.flag_for_dest("max_total_tokens") == "--max-total-tokens"

@@ -111,14 +111,16 @@ def test_a_flag_added_within_the_versions_the_log_allows():
 def test_an_undated_log_gets_the_spelling_every_release_accepts():
     """No version in the input: --cuda-graph-backend-decode disabled (0.5.12+) is offered as
     --disable-cuda-graph, which every catalogued release accepts (0.5.23 as deprecated), with a note;
-    a flag the older releases lack keeps the newest spelling."""
+    a flag no spelling of which every release accepts takes the one most releases accept (the graph
+    batch flag before 0.5.23 split it), with the newest's in a note."""
     from diag.versions import VersionRange
     undated = SimpleNamespace(catalog=F.for_version(None), flags={}, env={}, readings={}, version=VersionRange())
     f = finding(Fix(flag="--cuda-graph-backend-decode", value="disabled", option=1),
                 Fix(flag="--cuda-graph-max-bs-decode", value="64", option=2, direction="lower"))
     FD._spell(f, undated, strict=True)
-    assert [(x.flag, x.value) for x in f.fix] == [("--disable-cuda-graph", None), ("--cuda-graph-max-bs-decode", "64")]
+    assert [(x.flag, x.value) for x in f.fix] == [("--disable-cuda-graph", None), ("--cuda-graph-max-bs", "64")]
     assert any("accepted by every SGLang release" in n for n in f.confidence_notes)
+    assert any("0.5.23 and later take --cuda-graph-max-bs-decode 64" in n for n in f.confidence_notes)
     # a dated log keeps its release's own spelling
     dated = SimpleNamespace(catalog=F.for_version("0.5.23"), flags={}, env={}, readings={}, version=VersionRange(exact="0.5.23"))
     g = finding(Fix(flag="--cuda-graph-backend-decode", value="disabled", option=1))

@@ -21,7 +21,7 @@ PROVIDES = (
     "draft_tokens", "context_len", "max_running_requests", "has_options", "has.*",
     "fallback.*", "oom_missing_gib", "table.*", "mamba_request_cap", "mamba_cap_basis", "mamba_rebalance.*", "mamba_pool.*",
     "low_fraction",
-    "sized", "alloc.*", "retract.*", "pool_short.*", "mamba_check", "alloc_context.*",
+    "sized", "alloc.*", "retract.*", "pool_short.*", "mamba_check", "mamba_rest_short", "alloc_context.*",
 )
 OPTIONS = ("tp", "checkpoint_fp8", "checkpoint_nvfp4", "checkpoint_int4", "online_fp8", "language_only",
            "raise_fraction", "context_length", "fp8_kv", "lower_fraction", "graph_bs", "disable_graph",
@@ -49,7 +49,17 @@ def deployment(facts, version: str | None):
         where = "nvidia-smi" if total_mib is not None else None
     if total_mib is None and facts.gpu_total_gib:
         total_mib, where = int(round(facts.gpu_total_gib * 1024)), "log"
-    return M.Deployment.from_flags(facts.flags, version, model=facts.model, gpu=facts.gpu, gpu_total_mib=total_mib,
+    flags = facts.flags
+    ran = (getattr(facts, "server_args", None) or {}).get("chunked_prefill_size")
+    if isinstance(ran, int) and ran > 0 and ran != flags.get("--chunked-prefill-size"):
+        # the size each scheduler ran with (DP attention divides the flag's value by --dp-size): the
+        # server_args dump prints it after that step, the launch command before it
+        flags = {**flags, "--chunked-prefill-size": ran}
+    elif not isinstance(ran, int) and facts.flag("--enable-dp-attention"):
+        dp, chunk = facts.flag("--dp-size", "--data-parallel-size"), facts.flag("--chunked-prefill-size")
+        if isinstance(dp, int) and dp > 1 and isinstance(chunk, int) and chunk > 0:
+            flags = {**flags, "--chunked-prefill-size": max(1, chunk // dp)}
+    return M.Deployment.from_flags(flags, version, model=facts.model, gpu=facts.gpu, gpu_total_mib=total_mib,
                                    env=facts.env, gpu_total_source=where)
 
 
@@ -176,6 +186,10 @@ def explain(ctx: ExplainContext, goal: str | None = None, failure: bool = True) 
     mamba_hit = next((h for h in ctx.hits if getattr(h.msg, "category", None) == "oom.mamba_state"), None)
     if mamba_hit is not None:
         v["mamba_check"] = "runtime" if mamba_hit.msg.event == "capacity" else "startup"
+    # SGLang's own arithmetic left nothing (or less) for the state pool: the weights (and the KV share)
+    # take the whole static budget, so no setting of the state pool helps, only a larger budget
+    rest = _float(_hit_field(ctx.hits, "total_rest_memory", "rest_memory")) if mamba_hit is not None else None
+    v["mamba_rest_short"] = rest is not None and rest <= 0
     if goal == "mamba" or phase == "mamba" or mamba_hit is not None:
         cap, basis_ = _mamba_request_cap(facts, ctx.hits)
         v["mamba_request_cap"], v["mamba_cap_basis"] = cap, basis_
@@ -388,7 +402,7 @@ def _alloc(facts, hits, fallback: dict) -> dict | None:
 def _retract(facts, hits, out) -> dict | None:
     """Retraction (the KV pool full while decoding): runaway generations (a few requests holding
     tens of thousands of tokens each) or a pool too small for what was admitted."""
-    if not any(h.kind == "retract" or getattr(h.msg, "event", None) == "retract" for h in hits):
+    if not any(h.kind == "retract" or getattr(h.msg, "event", None) == "retract" or _in_retraction(h) for h in hits):
         return None
     b = next((s for s in facts.batches if any(k == 1 for k in s.kind)), None)
     if b is None:
@@ -404,8 +418,19 @@ def _retract(facts, hits, out) -> dict | None:
         r.update(running=int(running), tokens=int(tokens), per_request=int(per),
                  runaway=running <= 4 and per >= 32768)
         if not r["runaway"] and running > 1:
-            r["requests"] = max(1, int(running) // 2)
+            # with DP attention each rank's scheduler admits --max-running-requests / dp-size, and the
+            # batch line is one rank's: the flag's value is that many times the rank's share
+            dp = _int(facts.flag("--dp-size", "--data-parallel-size")) if facts.flag("--enable-dp-attention") else None
+            r["requests"] = max(1, int(running) // 2) * (dp if dp and dp > 1 else 1)
     return r
+
+
+def _in_retraction(ev) -> bool:
+    """An exception raised inside SGLang's retraction (the pool ran full while decoding and the
+    scheduler was freeing running requests to make room)."""
+    return ev.kind == "exception" and any((getattr(fr, "func", "") or "").startswith("retract")
+                                          or "retract_decode(" in (getattr(fr, "code", "") or "")
+                                          for fr in ev.data.get("frames") or ())
 
 
 def _pool_short(facts, hits) -> dict | None:

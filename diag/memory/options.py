@@ -377,8 +377,11 @@ def _opts_prefill(dep: Deployment, b: Budget) -> list[Option]:
     fitting = [c for c in halvings if c * ACTIVATION_MIB_PER_TOKEN / 1024 <= room_gib]
     if chunk > 0 and halvings:
         new_chunk = fitting[0] if fitting else halvings[-1]
-        opts.append(Option("prefill_chunk", COST_THROUGHPUT, [_set("--chunked-prefill-size", new_chunk)],
-                           {"chunk": new_chunk, "was": chunk, "act_before_gib": chunk * ACTIVATION_MIB_PER_TOKEN / 1024,
+        # under DP attention each rank prefills the flag's value / --dp-size: the flag is that many times the rank's chunk
+        per = dep.attn_dp
+        opts.append(Option("prefill_chunk", COST_THROUGHPUT, [_set("--chunked-prefill-size", new_chunk * per)],
+                           {"chunk": new_chunk * per, "was": chunk * per, "rank_chunk": new_chunk if per > 1 else None,
+                            "act_before_gib": chunk * ACTIVATION_MIB_PER_TOKEN / 1024,
                             "act_after_gib": new_chunk * ACTIVATION_MIB_PER_TOKEN / 1024, "room_gib": max(room_gib, 0.0),
                             "room_source": where}, fits=None))
     opt = _lower_fraction(dep, b)

@@ -156,6 +156,23 @@ def _nonspace(text: str) -> int:
     return len(text) - text.count(" ") - text.count("\t") - text.count("\n") - text.count("\r") - text.count("\f")
 
 
+NEAR_MIN = 0.8       # share of a template's literal words a rewording keeps (Catalog.match_near)
+NEAR_WORDS = 6       # and the fewest words for the test to mean anything
+
+
+def _lcs(a: list[str], b: list[str]) -> int:
+    """Length of the longest common subsequence of two word lists (both short: a message's words)."""
+    if len(a) * len(b) > 40_000:
+        return 0
+    prev = [0] * (len(b) + 1)
+    for x in a:
+        cur = [0]
+        for j, y in enumerate(b):
+            cur.append(prev[j] + 1 if x == y else max(prev[j + 1], cur[j]))
+        prev = cur
+    return prev[-1]
+
+
 class _LRU(dict):
     def __init__(self, size: int):
         super().__init__()
@@ -652,6 +669,42 @@ class Catalog:
                 hit = Match(id=e.id, family=e.family, name=e.name, template=e.template, fields={}, category=e.category,
                             event=e.event, component=e.component, module=e.module, function=e.function, kind=e.kind,
                             level=e.level, versions=frozenset(), span=(0, 0), score=0, partial=True, loose=True)
+        self._memo.put(key, hit)
+        return hit
+
+    def match_near(self, message: str) -> Match | None:
+        """The message an exception's text is a rewording of, when it matches no template: a build from
+        source between releases (a list printed as a tuple, a word added), the same check in other
+        words. The template's literal words, nearly all of them, appear in the text in their order
+        (NEAR_MIN of them, at least NEAR_WORDS words), it begins with the same word, and no other
+        family fits as well. A Match with no fields and no versions, `partial` and `loose` set."""
+        text = message[:2000]
+        key = ("\0near", text)
+        hit = self._memo.get(key, 0)
+        if hit != 0:
+            return hit
+        hit = None
+        words = [w.lower() for w in _template.TOKEN.findall(text)]
+        if len(words) >= NEAR_WORDS:
+            scored = []
+            for e in self._candidates(text):
+                if not e.template or not e.specific:
+                    continue
+                lit = [w.lower() for w in _template.TOKEN.findall(_template.FIELD.sub(" ", e.template))]
+                if len(lit) < NEAR_WORDS or lit[0] != words[0]:
+                    continue
+                common = _lcs(lit, words)
+                if common >= NEAR_MIN * len(lit) and len(lit) - common <= 3:
+                    scored.append((common / len(lit), common, e))
+            if scored:
+                scored.sort(key=lambda t: (-t[0], -t[1], -(t[2].family_releases or 0), t[2].id))
+                best = scored[0]
+                rival = next((t for t in scored[1:] if t[2].family != best[2].family), None)
+                if rival is None or rival[0] < best[0] - 0.1:
+                    e = best[2]
+                    hit = Match(id=e.id, family=e.family, name=e.name, template=e.template, fields={}, category=e.category,
+                                event=e.event, component=e.component, module=e.module, function=e.function, kind=e.kind,
+                                level=e.level, versions=frozenset(), span=(0, 0), score=0, partial=True, loose=True)
         self._memo.put(key, hit)
         return hit
 

@@ -53,6 +53,11 @@ PROSE = rx.compile(r"(?:\b[A-Za-z]{2,}\b[ ,]+){4}")
 # (imperative verbs only: 'started with --x' or 'using --x' describes a launch, it does not advise one)
 ADVICE = rx.compile(r"\b(?:add|adding|use|pass|try|enable it with|set|setting|by)\s+[`'\"]?(?P<flag>--[a-z][a-z0-9-]+)\b"
                     r"(?:[ =](?P<value>[A-Za-z0-9_.][A-Za-z0-9_.-]*))?")
+# an SGLang warning that says it handled the error it quotes ('multimem all-gather disabled ({e})',
+# 'falling back to …', 'skipping …'): the server went on without that part, so the quoted error is not
+# a failure of its own
+PLACEHOLDER = rx.compile(r"\{[^{}]*\}")
+HANDLED = rx.compile(r"(?i)\b(?:disabl\w*|skip\w*|ignor\w*|fall(?:s|ing)? ?back|fallback|will not (?:be )?use\w*|not using|continu\w*)\b")
 NEGATED = rx.compile(r"\b(?:not|remove|removing|without|drop|dropping|instead of)\s*$")
 # a count that must divide over the TP ranks, named with the TP size it was checked against
 TP_DIVISIBLE = rx.compile(r"divisible by (?:the )?(?:tensor[ _-]?parallel(?:[ _]size| world size)?|tp[ _]?size|tp)\W{0,3}(\d+)")
@@ -609,6 +614,14 @@ class LogParser:
                 ev.msg = m
                 self._oom_from(ev)        # an OOM in a wording the parser's own words do not cover
                 return "event"
+            if not new and m.event != "device_oom" and (inner := self._inner_of(m, oom=True)) is not None \
+                    and inner[1].event == "device_oom":
+                # a runtime's abort that names an out-of-memory status ('Queue … aborting with error :
+                # HSA_STATUS_ERROR_OUT_OF_RESOURCES'): the device ran out of memory
+                ev = self._event("error", lineno, text, ts, rank, message=stripped, source="oom-line")
+                ev.msg = inner[1]
+                self._oom_from(ev)
+                return "event"
             if not new and (got := self._inner_of(m)) is not None:
                 # a line that quotes an error the catalog knows ('Error: {e}. Please install …', a print or
                 # a warning wrapping an ImportError): that error is the event, whatever the wrapper's level
@@ -922,13 +935,21 @@ class LogParser:
             extra = self._event("message", ev.line, ev.text, ev.ts, ev.rank, message=inner_text, inner_of=ev.msg.name or ev.msg.family)
             extra.msg = inner
 
-    def _inner_of(self, m):
+    def _inner_of(self, m, oom: bool = False):
         """(the text, the catalog's match) of an error a matched message quotes as its last long value,
         when the catalog knows it as an error of its own category; else None."""
         if m is None or not m.fields:
             return None
         inner_text = next((v for v in reversed(list(m.fields.values())) if isinstance(v, str) and len(v) >= 12), None)
         if inner_text is None:
+            return None
+        if m.event in ("warning", "info") and m.template and HANDLED.search(PLACEHOLDER.sub(" ", m.template)):
+            return None
+        if oom:     # only an out-of-memory status the message quotes, in any of its values
+            for v in m.fields.values():
+                if isinstance(v, str) and len(v) >= 12 and (inner := self._match(v)) is not None \
+                        and inner.event == "device_oom" and inner.family != m.family:
+                    return v, inner
             return None
         inner = self._match(inner_text)
         if inner is None or inner.family == m.family or not inner.category or inner.category == "runtime.other" \
@@ -974,12 +995,28 @@ class LogParser:
         if ev.msg is None and self._catalog is not None:
             # an exception whose message stops after one of its sentences (the rest of SGLang's text, or
             # the lines after it, not pasted): the message it is the start of
-            head = (ev.data.get("message") or "").strip().split("\n", 1)[0]
+            lines = [part.strip() for part in (ev.data.get("message") or "").strip().splitlines() if part.strip()]
+            # the message as one sentence when the paste wrapped it over lines, else its first line
             # (at a sentence's end only: a line that stops mid-sentence inside a log is another message)
-            if len(head) >= 40 and head.rstrip().endswith((".", "!", "?")):
-                ev.msg = self._catalog.match_cut(head[:4000])
-                if ev.msg is not None and ev.msg.partial:
+            for head in dict.fromkeys((" ".join(lines), lines[0] if lines else "")):
+                if len(head) >= 40 and head.rstrip().endswith((".", "!", "?")):
+                    ev.msg = self._catalog.match_cut(head[:4000])
+                    if ev.msg is not None:
+                        if ev.msg.partial:
+                            ev.data["cut"] = True
+                        break
+        if ev.msg is None and self._catalog is not None:
+            # the message stops where its template's first value begins ('Capture cuda graph failed'
+            # of 'Capture cuda graph failed: {e}'): the paste left out the error the wrapper quoted
+            head = " ".join((ev.data.get("message") or "").split())
+            if len(head) >= 20 and head.count(" ") >= 2 and head[-1:].isalnum():
+                m = self._match(head + ": ")
+                if m is not None and (m.template or "").startswith(head + ": {"):
+                    ev.msg = m
                     ev.data["cut"] = True
+            if ev.msg is None and len(head) >= 30:
+                # a rewording of a catalogued check (a build from source between releases)
+                ev.msg = self._catalog.match_near(head)
         oom = ev.data.get("oom_event")
         if oom is not None:  # numbers may have arrived on continuation lines
             nums = parse_oom_numbers(ev.data["message"])
