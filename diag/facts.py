@@ -1309,8 +1309,6 @@ FACT_PATHS: dict[str, tuple[str, object]] = {
     "launch.unknown": ("flags of the launch command this version lacks", lambda f: f.values.get("launch.unknown")),
     "launch.conflicts": ("flag combinations this version refuses", lambda f: f.values.get("launch.conflicts")),
     "launch.known": ("the launch command is known", lambda f: f.launch is not None),
-    "launch.event": ("the launch command's line in the log (quoted)",
-                     lambda f: next((e for e in f.events if e.kind == "launch"), None)),
     "version.known": ("the SGLang version is known (exactly or as a range)", lambda f: f.version.describe() != "unknown"),
     "version.label": ("the SGLang version as shown", lambda f: f.version.describe()),
     "version.catalog": ("the flag catalog the fixes are checked against", lambda f: f.catalog.label if f.catalog else None),

@@ -236,3 +236,16 @@ def test_external_variables_may_be_lower_case_sglang_ones_may_not(tmp_path):
     assert RG.load(_rule(tmp_path, body % "external_env"), check_messages=False).rules[0].fixes[0].external_env == "no_proxy"
     with pytest.raises(S.RuleError, match="not an environment variable name"):
         RG.load(_rule(tmp_path, body % "env"), check_messages=False)
+
+
+def test_every_fact_path_is_defined_once():
+    """A dict literal keeps the last of two equal keys without a word: a fact defined twice reads one
+    definition while its other text documents it."""
+    import ast
+    from pathlib import Path
+    import diag.facts
+    tree = ast.parse(Path(diag.facts.__file__).read_text())
+    node = next(n for n in ast.walk(tree) if isinstance(n, (ast.Assign, ast.AnnAssign))
+                and any(getattr(t, "id", None) == "FACT_PATHS" for t in ([n.target] if isinstance(n, ast.AnnAssign) else n.targets)))
+    keys = [k.value for k in node.value.keys if isinstance(k, ast.Constant)]
+    assert len(keys) > 100 and len(keys) == len(set(keys)), sorted(k for k in keys if keys.count(k) > 1)

@@ -271,6 +271,7 @@ class LogParser:
         self.versions: list[Event] = []
         self.advice: list[tuple] = []             # (line, flag, value or None) the log's own text says to add
         self._open_line = None                    # a plain line that may continue on the next one
+        self._multi = None                        # (event, lines left): a message whose template goes on over lines
         self._joins_left = self.JOIN_TRIES        # tries at a message continued after a sentence break
         self.first_batch_dated: list = []     # the wordings that date the first batch line (diag.parse.wording)
 
@@ -503,6 +504,8 @@ class LogParser:
         if self._launch is not None:
             if self._continue_launch(lineno, stripped, ts or rank):
                 return "event"
+        if self._multi is not None and self._more_lines(lineno, ts or rank, msg, stripped):
+            return "event"
         if "Traceback (most recent call last)" in msg:
             self._close_exc()
             self._close_tb()
@@ -631,11 +634,43 @@ class LogParser:
             if not new and (m.event not in QUIET_EVENTS or (m.event == "milestone" and m.component != "sglang")):
                 # SGLang's own start-up steps are the parser's milestones; another component's
                 # (a JIT build starting, NCCL connected) is an event of its own
-                self._event("message", lineno, text, ts, rank, message=stripped).msg = m
+                ev = self._event("message", lineno, text, ts, rank, message=stripped)
+                ev.msg = m
+                self._arm_multi(ev, m)
                 return "event"
+            for ev in new:
+                if ev.kind in ("message", "error") and ev.data.get("message") == stripped:
+                    self._arm_multi(ev, m)
         elif len(self.events) == n_events and cls == "plain":
             return self._continued(lineno, text, ts, rank, stripped, cls)
         return cls
+
+    MULTI_LINES = 6          # lines a message printed over several may take after its first
+
+    def _arm_multi(self, ev, m) -> None:
+        """A message whose template goes on over further lines ('Decode out of memory. …' then 'Try
+        to allocate {n} tokens.' then 'Available tokens: …'), matched so far without the values on
+        those lines: the next lines are tried as its rest."""
+        if m.template and "\n" in m.template and any(v is None for v in (m.fields or {}).values()):
+            self._multi = (ev, self.MULTI_LINES)
+
+    def _more_lines(self, lineno, prefixed, msg, stripped) -> bool:
+        """The next line of a message printed over several: joined when the template then matches
+        with more of its text (same family, a higher score); any other line ends it."""
+        ev, left = self._multi
+        self._multi = None
+        if prefixed or not stripped or left <= 0 or FRAME.match(msg) or STANDALONE.match(stripped) or \
+                "Traceback (most recent call last)" in msg:
+            return False
+        joined = (ev.data.get("message") or "") + "\n" + stripped
+        m2 = self._match(joined)
+        if m2 is None or ev.msg is None or m2.family != ev.msg.family or m2.score <= ev.msg.score:
+            return False
+        ev.msg, ev.data["message"], ev.end_line = m2, joined, lineno
+        self.mark(lineno)
+        if any(v is None for v in (m2.fields or {}).values()):
+            self._multi = (ev, left - 1)
+        return True
 
     def _continued(self, lineno, text, ts, rank, stripped, cls) -> str:
         """A message printed over two lines (the paste or the terminal broke it mid-sentence): a line
