@@ -281,7 +281,7 @@ def _outlived(findings: list[Finding], facts) -> set[int]:
     return out
 
 
-PROGRESS_STEPS = ("load_end", "kv_alloc", "pool_end", "graph_end", "ready", "http_up")
+PROGRESS_STEPS = ("dist_end", "load_begin", "load_end", "kv_alloc", "pool_end", "graph_begin", "graph_end", "ready", "http_up")
 
 
 def _progress_after(facts, inp: int, line: int) -> int | None:

@@ -66,6 +66,7 @@ CATEGORY_GAPS = {
     "b06-epd-zmq-to-tokenizer-host-0000-embedding-timeout": "an encoder's embedding timeout and its endpoint on 0.0.0.0: that the tokenizer cannot reach 0.0.0.0 is only in the PR",
     # fresh22: 7 logs, first look in tests/data/fresh22/FIRST_LOOK.md
     "w01-mi355x-dpa-prefill-hsa-out-of-resources": "the excerpt lacks the HIP abort its notes describe: a headerless thread dump of idle threads and a c10d heartbeat frame, no failure line",
+    "w03-rdna4-qwen36-35b-moe-weights-oom-tp2": "diag reads the experts built by the unquantized method under --quantization awq as SGL-CFG-046 (config.invalid_value, --quantization moe_wna16); the thread's owner blamed the expert count, while the same repository's preset notes name the unquantized AWQ experts for this very failure (fresh23/l01)",
     # fresh16: 19 logs, first look in tests/data/fresh16/FIRST_LOOK.md
     "f04-gemma4-modelopt-fp4-on-bf16-checkpoint": "a traceback cut inside CUDA-graph init with no exception line and no launch command: that --quantization modelopt_fp4 was given a BF16 checkpoint is only in the thread",
 }

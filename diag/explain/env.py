@@ -52,7 +52,7 @@ OOM_KILLER = ("kernel.oom_killed_process", "kernel.oom_killed_rss", "kernel.oom_
               "kernel.oom_constraint", "kernel.memcg_usage_limit", "kubernetes.oomkilled", "slurm.oom_kill_events",
               "systemd.oomd_killed")
 # what the parser itself calls the signal lines it types (short lines such as 'Killed' carry no catalog match)
-PARSER_SIGNAL = {"killed": "SIGKILL", "sigbus": "SIGBUS", "segfault": "SIGSEGV", "abort": "SIGABRT"}
+PARSER_SIGNAL = {"killed": "SIGKILL", "sigbus": "SIGBUS", "segfault": "SIGSEGV", "abort": "SIGABRT", "sigfpe": "SIGFPE", "sigill": "SIGILL"}
 BASH_WORD = {"Killed": "SIGKILL", "Segmentation fault": "SIGSEGV", "Aborted": "SIGABRT", "Bus error": "SIGBUS",
              "Terminated": "SIGTERM", "Hangup": "SIGHUP"}
 EXIT_CODE = {-9: "SIGKILL", 137: "SIGKILL", -7: "SIGBUS", 135: "SIGBUS", -11: "SIGSEGV", 139: "SIGSEGV",

@@ -17,7 +17,7 @@ from . import wording
 from ..numbers import to_float, to_int
 
 RE_FIELDS = rx.compile(r"(\w+)=([\d.]+)")
-RE_KILLED_PREFIX = rx.compile(r"^(?:Killed|Aborted|Bus error|Segmentation fault)(?: \(core dumped\))?\s+")
+RE_KILLED_PREFIX = rx.compile(r"^(?:Killed|Aborted|Bus error|Segmentation fault|Floating point exception|Illegal instruction)(?: \(core dumped\))?\s+")
 RE_SGLANG_SERVE = rx.compile(r"\bsglang serve\b")
 
 # "[2025-01-06 02:58:11 TP0] msg", "[... .123 DP1 TP5 EP5] msg" (logs §1)
@@ -64,7 +64,7 @@ TP_DIVISIBLE = rx.compile(r"divisible by (?:the )?(?:tensor[ _-]?parallel(?:[ _]
 # the count such a check found not divisible ('Total number of attention heads (28) must be divisible by …')
 DIVIDED_COUNT = rx.compile(r"\((\d+)\)\s*(?:must be|is not|should be) divisible")
 # lines printed by the shell or the interpreter itself, never part of an exception message
-STANDALONE = rx.compile(r"^(?:Killed|Aborted|Bus error|Segmentation fault|Fatal Python error|nohup:|Exit code:|"
+STANDALONE = rx.compile(r"^(?:Killed|Aborted|Bus error|Segmentation fault|Floating point exception|Illegal instruction|Fatal Python error|nohup:|Exit code:|"
                         r"已杀死|已殺死|Getötet|強制終了)")  # bash's 'Killed' in Chinese, German, Japanese locales
 CHAIN = ("During handling of the above exception", "The above exception was the direct cause")
 
@@ -804,9 +804,11 @@ class LogParser:
             e("signal", lineno, text, ts, rank, signal="scheduler_dead", exit_code=code)
         elif RE_EXIT_CODE.match(stripped):
             e("signal", lineno, text, ts, rank, signal="exit_code", exit_code=to_int(RE_EXIT_CODE.match(stripped)[1]))
-        elif stripped in ("Killed", "Aborted", "Bus error", "Segmentation fault", "已杀死", "已殺死", "Getötet", "強制終了") or RE_KILLED_PREFIX.match(stripped) or "Fatal Python error" in msg:
+        elif stripped in ("Killed", "Aborted", "Bus error", "Segmentation fault", "Floating point exception", "Illegal instruction",
+                          "已杀死", "已殺死", "Getötet", "強制終了") or RE_KILLED_PREFIX.match(stripped) or "Fatal Python error" in msg:
             sig = "segfault" if ("Segmentation" in msg) else ("sigbus" if "Bus error" in msg else ("abort" if "Abort" in msg else
-                                                                                                     ("fatal" if "Fatal" in msg else "killed")))
+                  ("sigfpe" if "Floating point exception" in msg else ("sigill" if "Illegal instruction" in msg else
+                   ("fatal" if "Fatal" in msg else "killed")))))
             ev = e("signal", lineno, text, ts, rank, signal=sig)
             if "Fatal Python error" in msg:
                 self._fault, self._fault_current = ev, False
