@@ -20,7 +20,7 @@ import pytest
 from diag.analyze import analyze
 
 DATA = Path(__file__).parent / "data"
-CASES = sorted(p for sub in ("sglang", "extra", "extra2", "blind", "holdout", "fresh", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7", "fresh8", "fresh9", "fresh10", "fresh11", "fresh12", "fresh13", "fresh14", "fresh16", "fresh17", "fresh18", "fresh19", "fresh20", "fresh21", "fresh22") for p in (DATA / sub).glob("*.log"))
+CASES = sorted(p for sub in ("sglang", "extra", "extra2", "blind", "holdout", "fresh", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7", "fresh8", "fresh9", "fresh10", "fresh11", "fresh12", "fresh13", "fresh14", "fresh16", "fresh17", "fresh18", "fresh19", "fresh20", "fresh21", "fresh22", "fresh23") for p in (DATA / sub).glob("*.log"))
 
 # case -> why the category differs from the label
 CATEGORY_GAPS = {
@@ -66,6 +66,13 @@ CATEGORY_GAPS = {
     "b06-epd-zmq-to-tokenizer-host-0000-embedding-timeout": "an encoder's embedding timeout and its endpoint on 0.0.0.0: that the tokenizer cannot reach 0.0.0.0 is only in the PR",
     # fresh22: 7 logs, first look in tests/data/fresh22/FIRST_LOOK.md
     "w01-mi355x-dpa-prefill-hsa-out-of-resources": "the excerpt lacks the HIP abort its notes describe: a headerless thread dump of idle threads and a c10d heartbeat frame, no failure line",
+    # fresh23: 51 logs (46 blind), first look in tests/data/fresh23/FIRST_LOOK.md
+    "a01-ple-offload-embedding-oom": "two OOM lines only: an allocation a little larger than the GPU is read as a table sized from the context; that it was the offloaded per-layer embedding built on the GPU first is only in the thread",
+    "b04-laguna-sm120-forced-trtllm-moe-runner-assert": "a bare assertion on the MoE layer's routing_method_type inside the NVFP4 MoE method is not tied to the forced --moe-runner-backend (only in the findings document)",
+    "g04-xinference-rocm-7900xt-cuda-sgl-kernel-libcuda": "a missing libcuda.so.1 is read as CUDA not initialising; that the machine is a ROCm host (only a c10 HIPAllocatorConfig warning says so) with a CUDA build of sgl_kernel is not read",
+    "i04-dsv4-pd-decode-restart-vram-not-released-not-enough-memory": "the refusal with --mem-fraction-static 0.9 is read as the weights filling the budget; that 70 GB per GPU were held by a dead instance shows only against the GPU's capacity, which the excerpt does not print",
+    "k04-llama4-scout-400k-prefill-embedding-oom": "the OOM's frames pass through the VLM's multimodal embedding routine (mm_utils), read as the multimodal step; the allocation is the text token embedding of a 400K-token prompt inside it",
+    "l04-wsl2-tp2-multimem-logits-symm-mem-sigfpe": "an elided faulthandler dump ('...' for the frames): a native SIGFPE, not tied to the symmetric-memory rendezvous of the logits all-gather",
     "w03-rdna4-qwen36-35b-moe-weights-oom-tp2": "diag reads the experts built by the unquantized method under --quantization awq as SGL-CFG-046 (config.invalid_value, --quantization moe_wna16); the thread's owner blamed the expert count, while the same repository's preset notes name the unquantized AWQ experts for this very failure (fresh23/l01)",
     # fresh16: 19 logs, first look in tests/data/fresh16/FIRST_LOOK.md
     "f04-gemma4-modelopt-fp4-on-bf16-checkpoint": "a traceback cut inside CUDA-graph init with no exception line and no launch command: that --quantization modelopt_fp4 was given a BF16 checkpoint is only in the thread",
@@ -106,6 +113,11 @@ FIX_GAPS = {
     "d01-deepep-low-latency-dispatch-token-limit": "--deepep-mode auto is offered; the label's other choice, prefill chunks under DeepEP's per-rank token buffer (128 by default), would make every prefill a few hundred tokens and is not offered",
     # fresh22
     "w01-mi355x-dpa-prefill-hsa-out-of-resources": "no failure line in the excerpt (see CATEGORY_GAPS); the lower fraction is only in the kit's notes",
+    # fresh23
+    "a03-qwen38-27b-mi355x-mamba-state": "a larger fraction is offered for the state pool SGLang found no memory for; the label's --max-running-requests 32 belongs to the TP=2 launch that replaced it",
+    "c02-miles-lora-offload-rollout-no-weights-cpu-backup": "an HTTP read error of the training framework against its rollout engine; that offloading needs --enable-weights-cpu-backup is only in the write-up",
+    "f06-long-cot-kv-pool-retraction-stalls": "fewer running requests are offered for the retraction; --disable-radix-cache is the study's own setting, not a fix the log points to",
+    "l01-rdna4-coder-next-ream-awq-experts-bf16-oom": "--quantization moe_wna16 is offered (SGL-CFG-046); the label's --dtype bfloat16 is the preset's, not something the log asks for",
     # fresh18
     "r01-sbo-deepgemm-masked-overlap-v0512": "a cut traceback inside DeepGEMM's masked grouped GEMM (the reporter's own '...' in it) with no exception line and no launch command: that --enable-single-batch-overlap needs a DeepGEMM build the image no longer ships is only in the thread",
     "h01-ecc-error-deepseek-cuda-graph": "the excerpt ends in an abort after weight loading with the ECC error line cut out; --disable-cuda-graph comes from a documentation PR, not from the log",
