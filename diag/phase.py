@@ -27,8 +27,9 @@ FRAME_RULES: list[tuple[str, object]] = [
     # the weights: the loader, or the model being built (a module's constructor, PyTorch's device-context dispatch)
     ("weights", rx.compile(r"load_model|load_weights|weight_loader|model_loader|_initialize_model|\bget_model\b|create_weights|process_weights_after_loading|safetensors|load_state_dict|"
                            r"sglang/srt/models/\S+ __init__|torch/utils/_device\.py __torch_function__|cos_sin_cache")),
-    # a multimodal processor (not the logits processor every forward ends in)
-    ("multimodal", rx.compile(r"vision|visual|get_image_feature|mm_utils|multimodal|pixel_values|siglip|encode_images|image_encoder|\bvit\b|"
+    # a multimodal processor (not the logits processor every forward ends in, nor mm_utils' embedding
+    # routine, which every forward of a VLM runs, text-only prompts included)
+    ("multimodal", rx.compile(r"vision|visual|get_image_feature|multimodal|pixel_values|siglip|encode_images|image_encoder|\bvit\b|"
                               r"(?:image|mm|video|audio)_?processor|processors/|patch_embed|PatchEmbed")),
     # the start-up warm-up: FlashInfer's autotune runs a dummy forward of the largest batch
     ("warmup", rx.compile(r"_flashinfer_autotune|flashinfer_autotune|_dummy_run\b|autotune_process|kernel_warmup")),
