@@ -46,3 +46,23 @@ def test_page_granular_kv_exhaustion(tmp_path):
     f = report.findings[0]
     assert f.category == "oom.runtime_decode"
     assert fixes(report, 1) == {"--page-size": "1"}
+
+
+def test_dp_attention_prefills_a_share_of_the_chunk_and_the_fix_is_in_the_flags_units():
+    """ServerArgs divides --chunked-prefill-size among the DP-attention ranks: the memory model sizes
+    one rank's activations from that share, and a smaller chunk is proposed in the flag's own units
+    (fresh23/e04: 65536 over 8 ranks is 8192 a rank; the option halves that to 4096 a rank, 32768)."""
+    from pathlib import Path
+    from diag import memory as M
+    from diag.analyze import analyze
+    dep = M.Deployment.from_flags({"--tp-size": 8, "--dp-size": 8, "--enable-dp-attention": True,
+                                   "--chunked-prefill-size": 65536}, "0.5.14")
+    assert dep.chunked_prefill_size == 8192
+    assert M.Deployment.from_flags({"--tp-size": 8, "--dp-size": 8, "--chunked-prefill-size": 65536},
+                                   "0.5.14").chunked_prefill_size == 65536
+    log = Path(__file__).parent / "data" / "fresh23" / "e04-pd-prefill-hsa-oom-cascades-tcpstore-hang.log"
+    report = analyze([str(log)])
+    top = report.findings[0]
+    assert top.category == "oom.runtime_prefill"
+    chunk = [f for f in top.fix if f.flag == "--chunked-prefill-size"]
+    assert chunk and chunk[0].value == "32768" and chunk[0].was in (65536, "65536")

@@ -49,18 +49,14 @@ def deployment(facts, version: str | None):
         where = "nvidia-smi" if total_mib is not None else None
     if total_mib is None and facts.gpu_total_gib:
         total_mib, where = int(round(facts.gpu_total_gib * 1024)), "log"
-    flags = facts.flags
+    dep = M.Deployment.from_flags(facts.flags, version, model=facts.model, gpu=facts.gpu, gpu_total_mib=total_mib,
+                                  env=facts.env, gpu_total_source=where)
+    # the server_args dump prints the chunk each scheduler runs (after DP attention's division),
+    # which the flag's value only implies
     ran = (getattr(facts, "server_args", None) or {}).get("chunked_prefill_size")
-    if isinstance(ran, int) and ran > 0 and ran != flags.get("--chunked-prefill-size"):
-        # the size each scheduler ran with (DP attention divides the flag's value by --dp-size): the
-        # server_args dump prints it after that step, the launch command before it
-        flags = {**flags, "--chunked-prefill-size": ran}
-    elif not isinstance(ran, int) and facts.flag("--enable-dp-attention"):
-        dp, chunk = facts.flag("--dp-size", "--data-parallel-size"), facts.flag("--chunked-prefill-size")
-        if isinstance(dp, int) and dp > 1 and isinstance(chunk, int) and chunk > 0:
-            flags = {**flags, "--chunked-prefill-size": max(1, chunk // dp)}
-    return M.Deployment.from_flags(flags, version, model=facts.model, gpu=facts.gpu, gpu_total_mib=total_mib,
-                                   env=facts.env, gpu_total_source=where)
+    if isinstance(ran, int) and ran > 0:
+        dep.chunked_prefill_size = ran
+    return dep
 
 
 def readings(facts):
@@ -181,7 +177,7 @@ def explain(ctx: ExplainContext, goal: str | None = None, failure: bool = True) 
     v["alloc_context"] = _alloc_context(facts, dep, b, phase, v["fallback"])
     v["sized"] = b is not None and bool(b.pre_load_free_gib) and b.weights_gib is not None
     v["alloc"] = _alloc(facts, ctx.hits, v["fallback"])
-    v["retract"] = _retract(facts, ctx.hits, out)
+    v["retract"] = _retract(facts, ctx.hits, out, dep.attn_dp if dep is not None else 1)
     v["pool_short"] = _pool_short(facts, ctx.hits)
     mamba_hit = next((h for h in ctx.hits if getattr(h.msg, "category", None) == "oom.mamba_state"), None)
     if mamba_hit is not None:
@@ -399,7 +395,7 @@ def _alloc(facts, hits, fallback: dict) -> dict | None:
     return out
 
 
-def _retract(facts, hits, out) -> dict | None:
+def _retract(facts, hits, out, ranks: int = 1) -> dict | None:
     """Retraction (the KV pool full while decoding): runaway generations (a few requests holding
     tens of thousands of tokens each) or a pool too small for what was admitted."""
     if not any(h.kind == "retract" or getattr(h.msg, "event", None) == "retract" or _in_retraction(h) for h in hits):
@@ -420,8 +416,7 @@ def _retract(facts, hits, out) -> dict | None:
         if not r["runaway"] and running > 1:
             # with DP attention each rank's scheduler admits --max-running-requests / dp-size, and the
             # batch line is one rank's: the flag's value is that many times the rank's share
-            dp = _int(facts.flag("--dp-size", "--data-parallel-size")) if facts.flag("--enable-dp-attention") else None
-            r["requests"] = max(1, int(running) // 2) * (dp if dp and dp > 1 else 1)
+            r["requests"] = max(1, int(running) // 2) * ranks
     return r
 
 

@@ -132,7 +132,9 @@ class Deployment:
             disable_prefill_graph=(_bool(get("--disable-piecewise-cuda-graph", "--disable-prefill-cuda-graph"))
                                    or prefill_backend == "disabled"),
             enable_piecewise_cuda_graph=_bool(get("--enable-piecewise-cuda-graph")),
-            chunked_prefill_size=_int(get("--chunked-prefill-size")),
+            # DP attention divides the flag's value among its ranks (ServerArgs, before the dump): each
+            # scheduler prefills that share
+            chunked_prefill_size=(lambda c: max(1, c // dp) if c and dp_attention and dp > 1 else c)(_int(get("--chunked-prefill-size"))),
             max_prefill_tokens=_int(get("--max-prefill-tokens")),
             swa_full_tokens_ratio=_float(get("--swa-full-tokens-ratio")),
             disable_hybrid_swa_memory=_bool(get("--disable-hybrid-swa-memory")),

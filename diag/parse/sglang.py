@@ -617,12 +617,11 @@ class LogParser:
                 ev.msg = m
                 self._oom_from(ev)        # an OOM in a wording the parser's own words do not cover
                 return "event"
-            if not new and m.event != "device_oom" and (inner := self._inner_of(m, oom=True)) is not None \
-                    and inner[1].event == "device_oom":
+            if not new and m.event != "device_oom" and (inner := self._quoted_oom(m)) is not None:
                 # a runtime's abort that names an out-of-memory status ('Queue … aborting with error :
                 # HSA_STATUS_ERROR_OUT_OF_RESOURCES'): the device ran out of memory
                 ev = self._event("error", lineno, text, ts, rank, message=stripped, source="oom-line")
-                ev.msg = inner[1]
+                ev.msg = inner
                 self._oom_from(ev)
                 return "event"
             if not new and (got := self._inner_of(m)) is not None:
@@ -972,21 +971,29 @@ class LogParser:
             extra = self._event("message", ev.line, ev.text, ev.ts, ev.rank, message=inner_text, inner_of=ev.msg.name or ev.msg.family)
             extra.msg = inner
 
-    def _inner_of(self, m, oom: bool = False):
+    @staticmethod
+    def _handled(m) -> bool:
+        """A warning whose own words say SGLang handled what it quotes (switched a part off, fell back)."""
+        return m.event in ("warning", "info") and bool(m.template) and bool(HANDLED.search(PLACEHOLDER.sub(" ", m.template)))
+
+    def _quoted_oom(self, m):
+        """The catalog's match of an out-of-memory status a matched message quotes in one of its values
+        (not in a warning that says it was handled); else None."""
+        if m is None or not m.fields or self._handled(m):
+            return None
+        for v in m.fields.values():
+            if isinstance(v, str) and len(v) >= 12 and (inner := self._match(v)) is not None \
+                    and inner.event == "device_oom" and inner.family != m.family:
+                return inner
+        return None
+
+    def _inner_of(self, m):
         """(the text, the catalog's match) of an error a matched message quotes as its last long value,
         when the catalog knows it as an error of its own category; else None."""
-        if m is None or not m.fields:
+        if m is None or not m.fields or self._handled(m):
             return None
         inner_text = next((v for v in reversed(list(m.fields.values())) if isinstance(v, str) and len(v) >= 12), None)
         if inner_text is None:
-            return None
-        if m.event in ("warning", "info") and m.template and HANDLED.search(PLACEHOLDER.sub(" ", m.template)):
-            return None
-        if oom:     # only an out-of-memory status the message quotes, in any of its values
-            for v in m.fields.values():
-                if isinstance(v, str) and len(v) >= 12 and (inner := self._match(v)) is not None \
-                        and inner.event == "device_oom" and inner.family != m.family:
-                    return v, inner
             return None
         inner = self._match(inner_text)
         if inner is None or inner.family == m.family or not inner.category or inner.category == "runtime.other" \
